@@ -1,0 +1,5 @@
+import sys
+
+from epoch_gate.cli import main
+
+sys.exit(main())

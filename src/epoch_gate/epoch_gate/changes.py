@@ -1,0 +1,120 @@
+"""The changed set (every path that differs from the base) and the protected set it must not touch."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from epoch_gate.reasons import Code, Reason, fail
+
+# git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
+# old path of a moved file is seen too.
+STATUS_NAMES = {"A": "added", "D": "deleted", "M": "modified", "T": "type-changed", "U": "unmerged",
+                "?": "untracked"}
+
+
+@dataclass(frozen=True)
+class ChangedPath:
+    path: str
+    status: str
+
+
+@dataclass(frozen=True)
+class ProtectedSet:
+    """Exact paths (derived from the build graph) plus globs (`*`, `?`, `**`; a trailing `/` is a folder)."""
+
+    paths: frozenset[str]
+    globs: tuple[str, ...]
+
+    def matches(self, path: str) -> bool:
+        return path in self.paths or any(_glob_regex(g).match(path) for g in self.globs)
+
+    def sorted_entries(self) -> list[str]:
+        return sorted(self.paths) + sorted(self.globs)
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    if glob.endswith("/"):
+        glob += "**"
+    out = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
+    return [
+        Reason(Code.PROTECTED_PATH_CHANGED, c.path, expected="unchanged (protected)", found=c.status,
+               message=f"the change {c.status.replace('-', ' ')} a protected path")
+        for c in changed if protected.matches(c.path)
+    ]
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
+                   expected="a working git", found=type(exc).__name__) from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {message[-1] if message else ''}",
+                   expected="exit 0", found=f"exit {done.returncode}")
+    return done.stdout.decode("utf-8", "surrogateescape")
+
+
+def resolve_base(root: Path, base: str) -> str:
+    """The merge base of `base` and HEAD, as Pants' --changed-since uses it; unresolvable is an error."""
+    if not base or base.startswith("-"):
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "no usable base revision", expected="a git revision",
+                   found=base or "empty")
+    try:
+        commit = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}").strip()
+    except Exception as error:  # noqa: BLE001 - re-raised with the base named
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".",
+                   f"base {base!r} does not resolve to a commit (a typo, or a shallow clone: fetch it, "
+                   "e.g. `git fetch --unshallow origin`)",
+                   expected="a commit", found=base) from error
+    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()
+    merge_base = _git(root, "merge-base", commit, head).strip()
+    if not merge_base:
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"base {base} shares no history with HEAD",
+                   expected="a merge base", found="none")
+    return merge_base
+
+
+def changed_paths(root: Path, base: str) -> tuple[str, tuple[ChangedPath, ...]]:
+    """(merge-base commit, every path differing from it: committed, staged, unstaged, untracked)."""
+    commit = resolve_base(root, base)
+    diff = _git(root, "-c", "core.quotepath=off", "diff", "--no-renames", "--no-ext-diff", "--name-status",
+                "-z", commit, "--")
+    fields = diff.split("\0")
+    changed: dict[str, str] = {}
+    for status, path in zip(fields[0::2], fields[1::2]):
+        if status:
+            changed[path] = STATUS_NAMES.get(status[0], status)
+    # Mode changes (e.g. +x) show as M above; symlink swaps as T.
+    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "-z")
+    for path in untracked.split("\0"):
+        if path:
+            changed.setdefault(path, "untracked")
+    return commit, tuple(ChangedPath(p, s) for p, s in sorted(changed.items()))

@@ -1,0 +1,271 @@
+"""`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
+
+Exit codes: 0 eligible, 1 closed, 2 hold (SPEC §4); 64 a usage error; for `pin`, `sample` and `replay`,
+0 done and 1 refused (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+from typing import NoReturn, Optional, Sequence
+
+from epoch_gate import __version__
+
+EX_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's 2 would read as "hold"
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _print_reason_error(error: Exception) -> int:
+    from epoch_gate.reasons import EvidenceError
+
+    if isinstance(error, EvidenceError):
+        r = error.reason
+        print(f"refused [{r.code.value}] {r.path}: {r.message}", file=sys.stderr)
+        if r.expected or r.found:
+            print(f"  expected {r.expected or '-'}; found {r.found or '-'}", file=sys.stderr)
+        return 1
+    raise error
+
+
+def _sha_or_none(root: Path, rel: str) -> Optional[str]:
+    from epoch_gate.hashing import sha256_file
+
+    path = root / rel
+    return sha256_file(path) if path.is_file() and not path.is_symlink() else None
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from epoch_gate.pin import PinnedFile, load_pin, mint_pin, write_pin
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.world import world_sha256
+
+    root = Path(args.root)
+    try:
+        existing = load_pin(root / args.pin, args.pin) if (root / args.pin).exists() else None
+        shas = {}
+        for rel in [args.generator, *args.input]:
+            sha = _sha_or_none(root, rel)
+            if sha is None:
+                print(f"refused: {rel} is not a regular file", file=sys.stderr)
+                return 1
+            shas[rel] = sha
+        world = world_sha256(Path(args.world)) if args.world else None
+        pin = mint_pin(epoch_id=args.epoch_id, generator=PinnedFile(args.generator, shas[args.generator]),
+                       inputs={i: shas[i] for i in args.input}, world_sha256=world, existing=existing,
+                       path=args.pin)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    write_pin(pin, root / args.pin)
+    print(f"pinned epoch {pin.epoch_id} (generator sha256 {pin.generator.sha256}) in {args.pin}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from epoch_gate.catalog import parse_catalog
+    from epoch_gate.manifest import sample, write_manifest
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.strictjson import read_bytes
+
+    try:
+        catalog = parse_catalog(read_bytes(Path(args.catalog), args.catalog), args.catalog)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    try:
+        manifest = sample(catalog, args.seed, args.k)
+    except ValueError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    write_manifest(manifest, Path(args.out))
+    names = ", ".join(p.name for p in manifest.properties)
+    print(f"drew {manifest.k} of {len(catalog.properties)} properties with seed {manifest.seed}: {names}")
+    print(f"manifest sha256 {manifest.manifest_sha256} in {args.out}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from epoch_gate import replay
+    from epoch_gate.manifest import load_manifest
+    from epoch_gate.reasons import EvidenceError
+
+    sys.path[:0] = args.path
+    try:
+        manifest = load_manifest(Path(args.manifest), args.manifest)
+        result = replay.run(manifest, Path(args.world), Path(args.out), epoch_id=args.epoch_id,
+                            max_witnesses=args.max_witnesses)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    for prop in result.properties:
+        print(f"{prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records) {prop.detail}".rstrip())
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from epoch_gate import check, report
+    from epoch_gate.atomic import replace_file
+    from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths
+    from epoch_gate.decision import Evidence, Identities, decide
+    from epoch_gate.folders import read_folder
+    from epoch_gate.freezes import load_freezes
+    from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
+    from epoch_gate.reasons import Code, EvidenceError, Reason
+    from epoch_gate.strictjson import read_bytes
+
+    root = Path(args.root)
+    findings: list[Reason] = []
+
+    def optional_bytes(rel: str) -> Optional[bytes]:
+        try:
+            return read_bytes(root / rel, rel)
+        except EvidenceError as error:
+            if error.reason.code is not Code.ARTIFACT_MISSING:
+                findings.append(error.reason)
+            return None
+
+    pin_bytes = optional_bytes(args.pin)
+    pin_check = check.check_pin(
+        pin_path=args.pin, pin_bytes=pin_bytes, generator=args.generator,
+        generator_sha256=_sha_or_none(root, args.generator),
+        inputs={i: _sha_or_none(root, i) for i in args.input}, world_sha256=None)
+    if pin_bytes is not None or not findings:
+        findings.extend(pin_check.reasons)
+    manifest_check = check.check_manifest(
+        manifest_path=args.manifest, manifest_bytes=optional_bytes(args.manifest),
+        catalog_path=args.catalog, catalog_bytes=optional_bytes(args.catalog))
+    findings.extend(r for r in manifest_check.reasons if r not in findings)
+
+    replay_files: dict[str, bytes] = {}
+    if args.replay:
+        replay_dir = Path(args.replay)
+        summary, reasons = read_folder(replay_dir, args.replay, MAX_WITNESS_BYTES)
+        observations, more = read_folder(replay_dir / "observations", f"{args.replay}/observations",
+                                         MAX_WITNESS_BYTES)
+        findings.extend(reasons + more)
+        replay_files = {**{k: v for k, v in summary.items() if k == "replay.json"},
+                        **{f"observations/{k}": v for k, v in observations.items()}}
+    replayed = check.check_replay(replay_files, args.replay or "replay")
+    findings.extend(replayed.reasons)
+    archive, archive_reasons = load_observations(root / args.observations, args.observations, "archive")
+    freezes, freeze_reasons = load_freezes(root / args.freezes, args.freezes)
+    findings.extend(archive_reasons + freeze_reasons)
+
+    changed: Optional[tuple[ChangedPath, ...]] = None
+    base = None
+    try:
+        if args.changed_file is not None:
+            lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
+            changed = tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip())
+        else:
+            base, changed = changed_paths(root, args.base)
+    except EvidenceError as error:
+        findings.append(error.reason)
+    except (OSError, UnicodeDecodeError) as exc:
+        findings.append(Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
+                               type(exc).__name__, "the changed-file list cannot be read"))
+
+    pin, manifest = pin_check.pin, manifest_check.manifest
+    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                            manifest.manifest_sha256 if manifest else None)
+    protected = ProtectedSet(frozenset([args.pin, args.generator, *args.input, args.manifest, args.catalog]),
+                             (f"{args.observations}/", f"{args.freezes}/", *args.protect))
+    observations = replayed.observations + tuple(archive)
+    out = Path(args.report_dir)
+    evidence = Evidence(identities=identities, changed=changed, protected=protected, replay=replayed.result,
+                        observations=observations, freezes=tuple(freezes), today=args.today,
+                        findings=tuple(findings),
+                        witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed.observations})
+    verdict = decide(evidence)
+    result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations)
+    for rel, data in report.output_files(result, dict(replayed.witnesses)).items():
+        replace_file(out / rel, data)
+    print("\n".join(report.console_lines(result)))
+    return verdict.label.exit_code
+
+
+def cmd_identities(args: argparse.Namespace) -> int:
+    from epoch_gate.manifest import load_manifest
+    from epoch_gate.pin import load_pin
+    from epoch_gate.reasons import EvidenceError
+
+    try:
+        pin = load_pin(Path(args.pin), args.pin)
+        manifest = load_manifest(Path(args.manifest), args.manifest)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    print(f"epoch     {pin.epoch_id} (generator sha256 {pin.generator.sha256})")
+    print(f"manifest  sha256 {manifest.manifest_sha256}")
+    return 0
+
+
+def _date(value: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date: {value!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    top = _Parser(prog="epoch-gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"epoch-gate {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    pin = sub.add_parser("pin", help="mint the epoch pin from the generator and input bytes")
+    pin.add_argument("--root", default=".")
+    pin.add_argument("--pin", default="fixtures/EPOCH")
+    pin.add_argument("--epoch-id", required=True)
+    pin.add_argument("--generator", required=True)
+    pin.add_argument("--input", action="append", default=[])
+    pin.add_argument("--world", help="a fixture world the generator produced, to pin its digest")
+    pin.set_defaults(run=cmd_pin)
+
+    smp = sub.add_parser("sample", help="draw k properties from the catalog with a seed")
+    smp.add_argument("--catalog", required=True)
+    smp.add_argument("--seed", type=int, required=True)
+    smp.add_argument("--k", type=int, required=True)
+    smp.add_argument("--out", default="checks/manifest.json")
+    smp.set_defaults(run=cmd_sample)
+
+    rep = sub.add_parser("replay", help="evaluate the sampled predicates over a fixture world")
+    rep.add_argument("--manifest", required=True)
+    rep.add_argument("--world", required=True)
+    rep.add_argument("--epoch-id", required=True)
+    rep.add_argument("--out", required=True)
+    rep.add_argument("--max-witnesses", type=int, default=1)
+    rep.add_argument("--path", action="append", default=[], help="a folder to import predicates from")
+    rep.set_defaults(run=cmd_replay)
+
+    chk = sub.add_parser("check", help="compute the verdict (exit 0 eligible, 1 closed, 2 hold)")
+    chk.add_argument("--root", default=".")
+    chk.add_argument("--pin", default="fixtures/EPOCH")
+    chk.add_argument("--generator", required=True)
+    chk.add_argument("--input", action="append", default=[])
+    chk.add_argument("--manifest", default="checks/manifest.json")
+    chk.add_argument("--catalog", default="checks/catalog.yaml")
+    chk.add_argument("--replay", help="the output folder of `epoch-gate replay`")
+    chk.add_argument("--observations", default="observations")
+    chk.add_argument("--freezes", default="freezes")
+    changes = chk.add_mutually_exclusive_group()
+    changes.add_argument("--base", default="HEAD", help="git revision to diff against (default HEAD)")
+    changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
+    chk.add_argument("--protect", action="append", default=[], help="a protected glob")
+    chk.add_argument("--today", type=_date, default=datetime.datetime.now(datetime.timezone.utc).date())
+    chk.add_argument("--report-dir", default="dist/gate")
+    chk.set_defaults(run=cmd_check)
+
+    ids = sub.add_parser("identities", help="print the epoch and manifest identities")
+    ids.add_argument("--pin", default="fixtures/EPOCH")
+    ids.add_argument("--manifest", default="checks/manifest.json")
+    ids.set_defaults(run=cmd_identities)
+    return top
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.run(args))

@@ -1,0 +1,183 @@
+"""The verdict (SPEC §4): one pure function from parsed evidence to `closed`, `hold` or `eligible`."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
+from epoch_gate.freezes import Freeze
+from epoch_gate.observations import Observation
+from epoch_gate.reasons import Code, Reason, Severity
+from epoch_gate.replay import RAISED, ReplayResult
+
+
+class Label(enum.Enum):
+    CLOSED = "closed"
+    HOLD = "hold"
+    ELIGIBLE = "eligible"
+
+    @property
+    def exit_code(self) -> int:
+        return {Label.ELIGIBLE: 0, Label.CLOSED: 1, Label.HOLD: 2}[self]
+
+    @property
+    def rank(self) -> int:
+        """closed < hold < eligible: how much the verdict lets through."""
+        return {Label.CLOSED: 0, Label.HOLD: 1, Label.ELIGIBLE: 2}[self]
+
+
+@dataclass(frozen=True)
+class Identities:
+    epoch_id: Optional[str]
+    generator_sha256: Optional[str]
+    manifest_sha256: Optional[str]
+    world_sha256: Optional[str] = None
+
+    def to_json(self) -> dict[str, Optional[str]]:
+        return {"epoch_id": self.epoch_id, "generator_sha256": self.generator_sha256,
+                "manifest_sha256": self.manifest_sha256, "world_sha256": self.world_sha256}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the caller observed. `findings` are the reasons loading and verifying already produced
+    (pin, manifest, catalog, archive, freezes); a None changed set or replay means it is unavailable."""
+
+    identities: Identities
+    changed: Optional[tuple[ChangedPath, ...]]
+    protected: ProtectedSet
+    replay: Optional[ReplayResult]
+    observations: tuple[Observation, ...]
+    freezes: tuple[Freeze, ...]
+    today: datetime.date
+    findings: tuple[Reason, ...] = ()
+    witness_paths: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: Label
+    reasons: tuple[Reason, ...]
+
+
+def _freeze_problems(freeze: Freeze, cited: Optional[Observation], epoch_id: Optional[str],
+                     today: datetime.date) -> list[Reason]:
+    problems = []
+    if cited is None:
+        problems.append(Reason(Code.FREEZE_OBSERVATION_MISSING, freeze.path, expected=freeze.observation_id,
+                               found="missing", message="the freeze cites an observation that is not present "
+                                                        "(in this replay or the archive) with valid bytes"))
+    if freeze.epoch_id != epoch_id:
+        problems.append(Reason(Code.FREEZE_WRONG_EPOCH, freeze.path, expected=str(epoch_id),
+                               found=freeze.epoch_id, message="the freeze was written for another epoch"))
+    if cited is not None and cited.epoch_id != epoch_id:
+        problems.append(Reason(Code.FREEZE_WRONG_EPOCH, freeze.path, expected=str(epoch_id),
+                               found=cited.epoch_id, message="the cited observation is from another epoch"))
+    if cited is not None and not cited.is_flake:
+        problems.append(Reason(Code.FREEZE_NOT_A_FLAKE, freeze.path, expected="flake with rerun_passed=true",
+                               found=f"{cited.status}, rerun_passed={str(cited.rerun_passed).lower()}",
+                               message="only a flake (a failure whose rerun passed) can be frozen"))
+    if freeze.expired(today):
+        problems.append(Reason(Code.FREEZE_EXPIRED, freeze.path, expected=f"before {freeze.expires_on}",
+                               found=today.isoformat(), message="the freeze has expired: delete it; the "
+                                                                "witness stays"))
+    return problems
+
+
+def decide(evidence: Evidence) -> Verdict:
+    """Runs every check and returns every reason; the default is deny.
+
+    1. Findings from loading and verifying the artifacts (pin, manifest, catalog, archive, freezes).
+    2. The changed set: unavailable, or touching a protected path.
+    3. The replay: missing, from another epoch or manifest, or a property that failed or errored.
+    4. Freezes: each must cite a present, same-epoch flake observation with valid bytes, and not be expired.
+    5. Flakes: each must be covered by a valid freeze (then hold), else closed.
+    6. Valid freezes that cover no current flake hold the change until they are deleted.
+    """
+    reasons: list[Reason] = list(evidence.findings)
+    ids = evidence.identities
+
+    # 2. The changed set.
+    if evidence.changed is None:
+        if not any(r.code is Code.CHANGED_SET_UNAVAILABLE for r in reasons):
+            reasons.append(Reason(Code.CHANGED_SET_UNAVAILABLE, ".", "a changed set", "none",
+                                  "the changed set could not be computed"))
+    else:
+        reasons.extend(protected_changes(evidence.changed, evidence.protected))
+
+    # 3. The replay.
+    by_id = {o.id: o for o in evidence.observations}
+    flakes: list[Observation] = []
+    replay = evidence.replay
+    if replay is None:
+        reasons.append(Reason(Code.REPLAY_FAILED, "", "a replay of the sampled properties", "none",
+                              "no replay result: the sampled properties were not evaluated"))
+    else:
+        if not replay.properties:
+            reasons.append(Reason(Code.REPLAY_FAILED, "", "at least one property", "none",
+                                  "the replay evaluated no property"))
+        if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
+            reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, "",
+                                  expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
+                                  found=f"{replay.epoch_id} / {replay.manifest_sha256}",
+                                  message="the replay ran for another epoch or manifest"))
+        for outcome in replay.properties:
+            if outcome.outcome == "error":
+                code = Code.BOUND_MISSING if outcome.error_code == Code.BOUND_MISSING.value else Code.PREDICATE_ERROR
+                reasons.append(Reason(code, outcome.name, "an evaluated property", "error",
+                                      f"{outcome.name}: {outcome.detail}"))
+            for oid in outcome.observation_ids:
+                observation = by_id.get(oid)
+                path = evidence.witness_paths.get(oid, oid)
+                if observation is None or observation.source != "replay":
+                    reasons.append(Reason(Code.OBSERVATION_WITNESS_MISSING, path, expected=oid, found="missing",
+                                          message=f"{outcome.name}: the replay's observation is missing"))
+                elif observation.epoch_id != ids.epoch_id:
+                    reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, path, expected=str(ids.epoch_id),
+                                          found=observation.epoch_id, message="observation from another epoch"))
+                elif observation.is_flake:
+                    flakes.append(observation)
+                else:
+                    code = Code.PREDICATE_ERROR if observation.detail.startswith(RAISED) else Code.PROPERTY_FAILED
+                    reasons.append(Reason(code, path, expected=f"{outcome.name} holds",
+                                          found=f"violated by {outcome.bound} line {observation.line} "
+                                                f"(witness {observation.witness_sha256[:12]})",
+                                          message=f"{outcome.name}: {observation.detail}"))
+
+    # 4. Freezes.
+    valid: dict[str, Freeze] = {}
+    for freeze in evidence.freezes:
+        cited = by_id.get(freeze.observation_id)
+        problems = _freeze_problems(freeze, cited, ids.epoch_id, evidence.today)
+        reasons.extend(problems)
+        if not problems:
+            valid[freeze.observation_id] = freeze
+
+    # 5. Flakes.
+    for flake in flakes:
+        path = evidence.witness_paths.get(flake.id, flake.id)
+        if flake.id in valid:
+            freeze = valid.pop(flake.id)
+            reasons.append(Reason(Code.FLAKE_FROZEN, freeze.path, expected="no flake", found=flake.id,
+                                  message=f"{flake.property} is flaky; frozen until {freeze.expires_on}: "
+                                          f"{freeze.reason}"))
+        else:
+            reasons.append(Reason(Code.FLAKE_UNFROZEN, path, expected="a valid freeze citing " + flake.id,
+                                  found="none", message=f"{flake.property} failed once and passed its rerun on "
+                                                        "the same bytes; no valid freeze covers it"))
+
+    # 6. Freezes that no longer cover anything.
+    for oid, freeze in sorted(valid.items()):
+        reasons.append(Reason(Code.FREEZE_UNUSED, freeze.path, expected="a current flake", found=oid,
+                              message="the freeze covers no flake of this replay: delete it"))
+
+    if any(r.code.severity is Severity.CLOSED for r in reasons):
+        label = Label.CLOSED
+    elif reasons:
+        label = Label.HOLD
+    else:
+        label = Label.ELIGIBLE
+    return Verdict(label, tuple(reasons))

@@ -1,0 +1,113 @@
+"""The report: `report.json` (schema-versioned, see report.schema.json), a Markdown twin, console lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.decision import Identities, Verdict
+from epoch_gate.hashing import canonical_json
+from epoch_gate.observations import Observation
+from epoch_gate.replay import ReplayResult
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Report:
+    verdict: Verdict
+    identities: Identities
+    base: Optional[str]
+    changed: Optional[tuple[ChangedPath, ...]]
+    protected: ProtectedSet
+    replay: Optional[ReplayResult]
+    observations: tuple[Observation, ...]
+
+    def witness_digests(self) -> list[tuple[str, str]]:
+        return sorted((o.id, o.witness_sha256) for o in self.observations if o.source == "replay")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "verdict": self.verdict.label.value,
+            "exit_code": self.verdict.label.exit_code,
+            "identities": {**self.identities.to_json(),
+                           "witnesses": [{"observation_id": i, "witness_sha256": d}
+                                         for i, d in self.witness_digests()]},
+            "reasons": [r.to_json() for r in self.verdict.reasons],
+            "properties": [p.to_json() for p in self.replay.properties] if self.replay else [],
+            "observations": [{**o.to_json(), "source": o.source}
+                             for o in sorted(self.observations, key=lambda o: (o.source, o.id))],
+            "base": self.base,
+            "changed": None if self.changed is None else [{"path": c.path, "status": c.status}
+                                                          for c in self.changed],
+            "protected": self.protected.sorted_entries(),
+        }
+
+    def to_bytes(self) -> bytes:
+        return canonical_json(self.to_json()) + b"\n"
+
+
+def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]]) -> list[str]:
+    lines = [
+        f"epoch     {identities.epoch_id or '?'} (generator sha256 {identities.generator_sha256 or '?'})",
+        f"manifest  sha256 {identities.manifest_sha256 or '?'}",
+    ]
+    if identities.world_sha256:
+        lines.append(f"world     sha256 {identities.world_sha256}")
+    if witnesses:
+        lines.extend(f"witness   {oid} sha256 {digest}" for oid, digest in witnesses)
+    else:
+        lines.append("witness   none (no property failed or flaked)")
+    return lines
+
+
+def console_lines(report: Report) -> list[str]:
+    lines = identity_lines(report.identities, report.witness_digests())
+    if report.replay:
+        for prop in report.replay.properties:
+            lines.append(f"property  {prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records)")
+    for reason in report.verdict.reasons:
+        lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}")
+        if reason.expected or reason.found:
+            lines.append(f"            expected {reason.expected or '-'}; found {reason.found or '-'}")
+    lines.append(f"verdict   {report.verdict.label.value}")
+    return lines
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    label = report.verdict.label.value
+    out = [f"## epoch_gate: **{label}**", ""]
+    out += ["| identity | value |", "|---|---|"]
+    ids = report.identities
+    out.append(f"| epoch | `{ids.epoch_id}` (generator `{ids.generator_sha256}`) |")
+    out.append(f"| manifest | `{ids.manifest_sha256}` |")
+    for oid, digest in report.witness_digests():
+        out.append(f"| witness `{oid}` | `{digest}` |")
+    out.append("")
+    if report.verdict.reasons:
+        out += ["| severity | code | path | expected | found | message |", "|---|---|---|---|---|---|"]
+        for r in report.verdict.reasons:
+            out.append(f"| {r.code.severity.value} | `{r.code.value}` | `{_cell(r.path)}` | {_cell(r.expected)} "
+                       f"| {_cell(r.found)} | {_cell(r.message)} |")
+    else:
+        out.append("No reasons: the three identities agree and every sampled property held.")
+    if report.replay:
+        out += ["", "| property | outcome | records |", "|---|---|---|"]
+        out += [f"| `{p.name}` | {p.outcome} | {p.records} {p.bound} |" for p in report.replay.properties]
+    return "\n".join(out) + "\n"
+
+
+def output_files(report: Report, witnesses: dict[str, bytes]) -> dict[str, bytes]:
+    """Everything the gate materializes under its output folder, by relative path."""
+    files = {"report.json": report.to_bytes(), "report.md": markdown(report).encode("utf-8")}
+    for observation in report.observations:
+        if observation.source == "replay" and observation.id in witnesses:
+            files[f"observations/{observation.id}.bin"] = witnesses[observation.id]
+            files[f"observations/{observation.id}.json"] = canonical_json(observation.to_json()) + b"\n"
+    return files

@@ -1,0 +1,43 @@
+"""The fixture world: one `<bound>.jsonl` file per bound, one saved record (JSON object) per line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+from epoch_gate.hashing import canonical_sha256, sha256_file
+from epoch_gate.reasons import Code, fail
+
+SUFFIX = ".jsonl"
+
+
+def bound_path(world: Path, bound: str) -> Path:
+    return world / f"{bound}{SUFFIX}"
+
+
+def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
+    """Yields (line number from 1, exact record bytes without the newline) for every non-empty line."""
+    path = bound_path(world, bound)
+    if path.is_symlink() or not path.is_file():
+        raise fail(Code.BOUND_MISSING, f"{bound}{SUFFIX}", f"the fixture world has no records for {bound}",
+                   expected=f"{bound}{SUFFIX} in the world", found="missing")
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip(b"\n")
+            if line:
+                yield number, line
+
+
+def world_sha256(world: Path) -> str:
+    """The epoch's content identity: the digest of every file of the world, by relative path."""
+    listing: dict[str, str] = {}
+    for folder, dirs, files in os.walk(world):
+        dirs.sort()
+        for name in files:
+            full = Path(folder) / name
+            listing[full.relative_to(world).as_posix()] = sha256_file(full)
+    if not listing:
+        raise fail(Code.ARTIFACT_MISSING, str(world), "the generator wrote no fixture world",
+                   expected="at least one record file", found="none")
+    return canonical_sha256({"files": listing})
