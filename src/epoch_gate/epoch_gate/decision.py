@@ -109,7 +109,8 @@ def decide(evidence: Evidence) -> Verdict:
         reasons.extend(protected_changes(evidence.changed, evidence.protected))
 
     # 3. The replay.
-    by_id = {o.id: o for o in evidence.observations}
+    # The same id can be both replayed and archived; this run's replay takes precedence.
+    by_id = {o.id: o for o in sorted(evidence.observations, key=lambda o: o.source != "archive")}
     flakes: list[Observation] = []
     replay = evidence.replay
     if replay is None:

@@ -26,6 +26,7 @@ class Code(enum.Enum):
     INPUT_MISSING = "input-missing"
     INPUT_UNPINNED = "input-unpinned"
     WORLD_MISMATCH = "world-mismatch"
+    GENERATOR_FAILED = "generator-failed"
     EPOCH_ID_REUSED = "epoch-id-reused"
     # The manifest and catalog.
     MANIFEST_DIGEST_MISMATCH = "manifest-digest-mismatch"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from epoch_gate.hashing import canonical_sha256, sha256_file
 from epoch_gate.reasons import Code, fail
@@ -29,15 +29,20 @@ def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
                 yield number, line
 
 
+def listing_sha256(listing: Mapping[str, str]) -> str:
+    """The epoch's content identity: the canonical digest of {relative path: sha256} of the world."""
+    if not listing:
+        raise fail(Code.GENERATOR_FAILED, "", "the generator wrote no fixture world",
+                   expected="at least one record file", found="none")
+    return canonical_sha256({"files": dict(listing)})
+
+
 def world_sha256(world: Path) -> str:
-    """The epoch's content identity: the digest of every file of the world, by relative path."""
+    """listing_sha256 of a world folder on disk."""
     listing: dict[str, str] = {}
     for folder, dirs, files in os.walk(world):
         dirs.sort()
         for name in files:
             full = Path(folder) / name
             listing[full.relative_to(world).as_posix()] = sha256_file(full)
-    if not listing:
-        raise fail(Code.ARTIFACT_MISSING, str(world), "the generator wrote no fixture world",
-                   expected="at least one record file", found="none")
-    return canonical_sha256({"files": listing})
+    return listing_sha256(listing)

@@ -1,0 +1,149 @@
+"""Rules for `epoch_fixture`: run the generator hermetically, and check the pin against loaded bytes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex_environment import PythonExecutable
+from pants.engine.addresses import Address
+from pants.engine.fs import (
+    Digest,
+    DigestContents,
+    DigestEntries,
+    DigestSubset,
+    FileEntry,
+    MergeDigests,
+    PathGlobs,
+)
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import HydratedSources, HydrateSourcesRequest, WrappedTarget, WrappedTargetRequest
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+
+from epoch_gate.check import PinCheck, check_pin
+from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate.world import listing_sha256
+from epoch_gate_pants.target_types import (
+    EpochFixtureGeneratorField,
+    EpochFixtureInputsField,
+    EpochFixturePinField,
+)
+
+WORLD_DIR = "__world"
+# A fixed, minimal environment: nothing of the host's (clock zone, locale, hash seed) reaches the output.
+HERMETIC_ENV = FrozenDict({"PYTHONHASHSEED": "0", "LC_ALL": "C", "LANG": "C", "TZ": "UTC",
+                           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})
+
+
+@dataclass(frozen=True)
+class FixtureFilesRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class FixtureFiles:
+    """The pin, generator and inputs of an `epoch_fixture`, as Pants loaded them."""
+
+    address: Address
+    pin_path: str
+    generator_path: str
+    input_paths: tuple[str, ...]
+    sources: Digest
+    sha256: FrozenDict[str, str]  # build-root path -> sha256 of the loaded bytes
+
+
+@dataclass(frozen=True)
+class FixtureWorldRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class FixtureWorld:
+    """The generator's output under WORLD_DIR/, or why there is none."""
+
+    digest: Digest
+    world_sha256: Optional[str]
+    failure: Optional[Reason]
+
+
+@dataclass(frozen=True)
+class EpochCheckRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class EpochCheck:
+    files: FixtureFiles
+    world: FixtureWorld
+    pin: PinCheck
+
+
+@rule(desc="Load an epoch fixture", level=LogLevel.DEBUG)
+async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
+    target = wrapped.target
+    pin, generator, inputs = await MultiGet(
+        Get(HydratedSources, HydrateSourcesRequest(target[EpochFixturePinField])),
+        Get(HydratedSources, HydrateSourcesRequest(target[EpochFixtureGeneratorField])),
+        Get(HydratedSources, HydrateSourcesRequest(target[EpochFixtureInputsField])),
+    )
+    sources = await Get(Digest, MergeDigests([pin.snapshot.digest, generator.snapshot.digest,
+                                              inputs.snapshot.digest]))
+    entries = await Get(DigestEntries, Digest, sources)
+    # Pants' file digests are SHA-256 of the content: the bytes that will actually be loaded.
+    sha256 = {e.path: e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)}
+    return FixtureFiles(request.address, pin.snapshot.files[0], generator.snapshot.files[0],
+                        tuple(sorted(inputs.snapshot.files)), sources, FrozenDict(sha256))
+
+
+@rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
+async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup) -> FixtureWorld:
+    files = await Get(FixtureFiles, FixtureFilesRequest(request.address))
+    python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
+    # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
+    inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path,
+                                                                           *files.input_paths])))
+    argv = [python.path, "-B", "-S", "-s", files.generator_path, "--out", WORLD_DIR]
+    for path in files.input_paths:
+        argv += ["--input", path]
+    result = await Get(FallibleProcessResult, Process(
+        argv=argv, input_digest=inputs_only, output_directories=(WORLD_DIR,), env=HERMETIC_ENV,
+        description=f"Generate the fixture world of {request.address}", level=LogLevel.DEBUG,
+    ))
+    if result.exit_code != 0:
+        tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        return FixtureWorld(result.output_digest, None, Reason(
+            Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
+            f"the generator failed in its sandbox: {tail[0][:300]}"))
+    entries = await Get(DigestEntries, Digest, result.output_digest)
+    listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint
+               for e in entries if isinstance(e, FileEntry)}
+    try:
+        return FixtureWorld(result.output_digest, listing_sha256(listing), None)
+    except EvidenceError as error:
+        return FixtureWorld(result.output_digest, None, error.reason)
+
+
+@rule(desc="Check an epoch pin", level=LogLevel.DEBUG)
+async def check_epoch(request: EpochCheckRequest) -> EpochCheck:
+    files, world = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)),
+                                  Get(FixtureWorld, FixtureWorldRequest(request.address)))
+    pin_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.pin_path])))
+    contents = await Get(DigestContents, Digest, pin_only)
+    pin = check_pin(
+        pin_path=files.pin_path, pin_bytes=contents[0].content if contents else None,
+        generator=files.generator_path, generator_sha256=files.sha256.get(files.generator_path),
+        inputs={path: files.sha256.get(path) for path in files.input_paths}, world_sha256=world.world_sha256,
+    )
+    if world.failure is not None:
+        pin = PinCheck(pin.pin, (*pin.reasons, world.failure))
+    return EpochCheck(files, world, pin)
+
+
+def rules() -> list:
+    return [*collect_rules()]

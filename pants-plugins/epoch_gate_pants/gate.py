@@ -1,0 +1,123 @@
+"""`pants gate`: feeds the core's decision the build graph's facts and writes its report."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from pathlib import Path
+
+from pants.base.build_root import BuildRoot
+from pants.core.util_rules.distdir import DistDir
+from pants.engine.console import Console
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
+from pants.engine.goal import Goal
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.engine.target import AllTargets
+from pants.vcs.changed import Changed
+
+from epoch_gate import report
+from epoch_gate.changes import ChangedPath, changed_paths
+from epoch_gate.check import check_replay
+from epoch_gate.decision import Evidence, Identities, decide
+from epoch_gate.freezes import parse_freeze_files
+from epoch_gate.observations import parse_observation_files
+from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate_pants.protected import ProtectedPaths
+from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.subsystems import GateSubsystem
+from epoch_gate_pants.target_types import SampledPropertiesTarget
+
+logger = logging.getLogger(__name__)
+
+
+class Gate(Goal):
+    subsystem_cls = GateSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+def _today(gate: GateSubsystem) -> tuple[datetime.date, list[Reason]]:
+    if not gate.today:
+        return datetime.datetime.now(datetime.timezone.utc).date(), []
+    try:
+        return datetime.date.fromisoformat(gate.today), []
+    except ValueError:
+        return datetime.date.min, [Reason(Code.ARTIFACT_MALFORMED, "pants.toml", "[gate].today as YYYY-MM-DD",
+                                          gate.today, "the [gate].today option is not an ISO date")]
+
+
+def _folder_glob(folder: str) -> PathGlobs:
+    return PathGlobs([f"{folder.rstrip('/')}/*"])
+
+
+def _by_name(contents: DigestContents) -> dict[str, bytes]:
+    return {Path(c.path).name: c.content for c in contents}
+
+
+@goal_rule
+async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
+                   all_targets: AllTargets, dist_dir: DistDir) -> Gate:
+    findings: list[Reason] = []
+    today, problems = _today(gate)
+    findings += problems
+
+    # The changed set, against --changed-since when given, else [gate].base.
+    base = changed.since or gate.base
+    changed_set: tuple[ChangedPath, ...] | None = None
+    merge_base = None
+    try:
+        merge_base, changed_set = changed_paths(Path(BuildRoot().path), base)
+    except EvidenceError as error:
+        findings.append(error.reason)
+
+    suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
+    if len(suites) != 1:
+        findings.append(Reason(Code.ARTIFACT_MISSING if not suites else Code.ARTIFACT_MALFORMED, "BUILD",
+                               "exactly one sampled_properties target", f"{len(suites)}",
+                               "the gate judges one suite of sampled properties"))
+    protected = await Get(ProtectedPaths)
+    archive_files, freeze_files = await MultiGet(
+        Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
+        Get(DigestContents, PathGlobs, _folder_glob(gate.freezes_dir)),
+    )
+    archive, archive_reasons = parse_observation_files(_by_name(archive_files), gate.observations_dir, "archive")
+    freezes, freeze_reasons = parse_freeze_files(_by_name(freeze_files), gate.freezes_dir)
+    findings += archive_reasons + freeze_reasons
+
+    identities = Identities(None, None, None)
+    replay_result, replayed, witnesses = None, (), {}
+    if len(suites) == 1:
+        run = await Get(ReplayRun, ReplayRequest(suites[0].address))
+        findings += run.reasons
+        pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
+        identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                                manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256)
+        if run.result is not None and run.result.exit_code != 0:
+            stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
+                                   f"the replay did not evaluate: {stderr[0][:300]}"))
+        elif run.result is not None:
+            contents = await Get(DigestContents, Digest, run.output)
+            evidence = check_replay({c.path: c.content for c in contents}, "replay")
+            findings += evidence.reasons
+            replay_result, replayed, witnesses = evidence.result, evidence.observations, dict(evidence.witnesses)
+
+    out = str(Path(dist_dir.relpath) / gate.output_dir)
+    observations = (*replayed, *archive)
+    verdict = decide(Evidence(
+        identities=identities, changed=changed_set, protected=protected.as_set(), replay=replay_result,
+        observations=observations, freezes=tuple(freezes), today=today, findings=tuple(findings),
+        witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
+    ))
+    result = report.Report(verdict, identities, merge_base, changed_set, protected.as_set(), replay_result,
+                           observations)
+    files = report.output_files(result, witnesses)
+    digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
+    workspace.write_digest(digest, clear_paths=(out,))
+    for line in report.console_lines(result):
+        console.print_stdout(line)
+    console.print_stderr(f"report: {out}/report.json ({out}/report.md)")
+    return Gate(exit_code=verdict.label.exit_code)
+
+
+def rules() -> list:
+    return [*collect_rules()]

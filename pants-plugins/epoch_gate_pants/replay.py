@@ -1,0 +1,159 @@
+"""Replays a suite's sampled properties over its fixture world, hermetically and cached; `pants test`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex_environment import PythonExecutable
+from pants.backend.python.util_rules.python_sources import PythonSourceFilesRequest, StrippedPythonSourceFiles
+from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem
+from pants.core.util_rules.source_files import SourceFilesRequest
+from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
+from pants.engine.addresses import Address
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    EMPTY_FILE_DIGEST,
+    Digest,
+    DigestContents,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+)
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+
+from epoch_gate.check import check_replay
+from epoch_gate.reasons import Reason
+from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
+from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
+from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
+from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
+from epoch_gate_pants.target_types import (
+    PropertyManifestPredicatesField,
+    SampledPropertiesFixtureField,
+    SampledPropertiesManifestField,
+    SampledPropertiesMaxWitnessesField,
+)
+
+REPLAY_DIR = "__replay"
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    address: Address
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class ReplayRun:
+    """A suite's replay: the process result and its output (replay.json, observations/), or, when the
+    pin or manifest cannot be read, no process and the reasons why."""
+
+    address: Address
+    epoch: EpochCheck
+    manifest: ManifestFiles
+    result: Optional[FallibleProcessResult]
+    output: Digest
+
+    @property
+    def reasons(self) -> tuple[Reason, ...]:
+        return (*self.epoch.pin.reasons, *self.manifest.check.reasons)
+
+
+@rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
+async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup,
+                                    runner: CoreRunner) -> ReplayRun:
+    suite = await Get(Suite, SuiteRequest(request.address))
+    epoch, manifest = await MultiGet(
+        Get(EpochCheck, EpochCheckRequest(suite.fixture.address)),
+        Get(ManifestFiles, ManifestFilesRequest(suite.manifest.address)),
+    )
+    pin, parsed = epoch.pin.pin, manifest.check.manifest
+    if pin is None or parsed is None or epoch.world.failure is not None:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
+
+    transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([request.address]))
+    code, predicates, manifest_only, python = await MultiGet(
+        Get(StrippedPythonSourceFiles, PythonSourceFilesRequest(transitive.closure)),
+        Get(StrippedSourceFiles, SourceFilesRequest([suite.manifest[PropertyManifestPredicatesField]])),
+        Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
+        Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
+    )
+    # Exactly the world, the manifest, the predicates, the code under test and the runner: the cache key.
+    sandbox = await Get(Digest, MergeDigests([
+        runner.digest, code.stripped_source_files.snapshot.digest, predicates.snapshot.digest,
+        epoch.world.digest, manifest_only,
+    ]))
+    max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
+    result = await Get(FallibleProcessResult, Process(
+        # -S: no site-packages, so nothing of the host's installation reaches the replay.
+        argv=[python.path, "-B", "-S", "-s", "-m", "epoch_gate", "replay", "--manifest", manifest.manifest_path,
+              "--world", WORLD_DIR, "--epoch-id", pin.epoch_id, "--out", REPLAY_DIR,
+              "--max-witnesses", str(max_witnesses)],
+        input_digest=sandbox,
+        output_directories=(REPLAY_DIR,),
+        env=FrozenDict({**HERMETIC_ENV, "PYTHONPATH": f"{RUNNER_ROOT}:."}),
+        description=f"Replay {len(parsed.properties)} sampled properties of {request.address} "
+                    f"over epoch {pin.epoch_id}",
+        level=LogLevel.DEBUG,
+        cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
+    ))
+    output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
+    return ReplayRun(request.address, epoch, manifest, result, output)
+
+
+class SampledPropertiesFieldSet(TestFieldSet):
+    required_fields = (SampledPropertiesFixtureField, SampledPropertiesManifestField)
+
+
+class SampledPropertiesTestRequest(TestRequest):
+    tool_subsystem = SampledPropertiesSubsystem
+    field_set_type = SampledPropertiesFieldSet
+
+
+def _summary(run: ReplayRun, files: dict[str, bytes]) -> tuple[int, str]:
+    """(exit code, lines): the test passes only when every sampled property held on every record."""
+    if run.result is None:
+        lines = [f"not replayed: [{r.code.value}] {r.path}: {r.message}" for r in run.reasons]
+        return 1, "\n".join(lines) + "\n"
+    if run.result.exit_code != 0:
+        return 1, run.result.stderr.decode("utf-8", "replace")
+    evidence = check_replay(files, "replay")
+    if evidence.result is None:
+        return 1, "\n".join(f"[{r.code.value}] {r.message}" for r in evidence.reasons) + "\n"
+    lines = [f"{p.outcome:<5} {p.name} ({p.records} {p.bound} records){': ' + p.detail if p.detail else ''}"
+             for p in evidence.result.properties]
+    ok = all(p.outcome == "pass" for p in evidence.result.properties) and not evidence.reasons
+    return (0 if ok else 1), "\n".join(lines) + "\n"
+
+
+@rule(desc="Test sampled properties", level=LogLevel.DEBUG)
+async def run_sampled_properties(
+    batch: SampledPropertiesTestRequest.Batch[SampledPropertiesFieldSet, Any], test_subsystem: TestSubsystem
+) -> TestResult:
+    field_set = batch.single_element
+    run = await Get(ReplayRun, ReplayRequest(field_set.address, force=test_subsystem.force))
+    contents = await Get(DigestContents, Digest, run.output)
+    exit_code, report = _summary(run, {c.path: c.content for c in contents})
+    result = run.result
+    return TestResult(
+        exit_code=exit_code,
+        stdout=report,
+        stdout_digest=result.stdout_digest if result else EMPTY_FILE_DIGEST,
+        stderr=result.stderr.decode("utf-8", "replace") if result else "",
+        stderr_digest=result.stderr_digest if result else EMPTY_FILE_DIGEST,
+        addresses=(field_set.address,),
+        output_setting=test_subsystem.output,
+        result_metadata=result.metadata if result else None,
+    )
+
+
+def rules() -> list:
+    return [*collect_rules(), *SampledPropertiesTestRequest.rules()]

@@ -1,0 +1,139 @@
+"""The reviewer's tools: `pants pin-epoch` and `pants sample-properties`, writing through the core."""
+
+from __future__ import annotations
+
+from pants.engine.console import Console
+from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, PathGlobs, Workspace
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.engine.target import Targets
+from pants.option.option_types import IntOption, StrOption
+from pants.util.strutil import help_text
+
+from epoch_gate.catalog import parse_catalog
+from epoch_gate.manifest import sample
+from epoch_gate.pin import PinnedFile, mint_pin, parse_pin
+from epoch_gate.reasons import EvidenceError
+from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest
+from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
+from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget
+
+
+class PinEpochSubsystem(GoalSubsystem):
+    name = "pin-epoch"
+    help = help_text(
+        """
+        Mint the pin of one `epoch_fixture`: run its generator in a sandbox, hash the generator, its
+        inputs and the fixture world it produced, and write the pin. Refuses to give an existing epoch
+        id other bytes: a changed generator needs a new `--epoch-id`.
+        """
+    )
+    epoch_id = StrOption(default=None, help="The epoch id to pin (letters, digits, `.`, `_`, `-`).")
+
+
+class PinEpoch(Goal):
+    subsystem_cls = PinEpochSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+class SamplePropertiesSubsystem(GoalSubsystem):
+    name = "sample-properties"
+    help = help_text(
+        """
+        Draw the manifest of one `property_manifest`: `--k` properties of its catalog chosen by
+        `--seed` (sha256-rank-v1, the same on every interpreter and machine), with their digest.
+        The reviewer draws it, never the drafting model; record the seed you used.
+        """
+    )
+    seed = IntOption(default=None, help="The seed of the draw (0 to 2**63-1).")
+    k = IntOption(default=None, help="How many properties to draw.")
+
+
+class SampleProperties(Goal):
+    subsystem_cls = SamplePropertiesSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+def _one(targets: Targets, kind: type, goal: str, console: Console) -> object | None:
+    found = [t for t in targets if isinstance(t, kind)]
+    if len(found) != 1:
+        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target (found {len(found)}), "  # type: ignore[attr-defined]
+                             f"e.g. `pants {goal} path/to:target`")
+        return None
+    return found[0]
+
+
+def _refused(console: Console, goal: str, error: EvidenceError) -> None:
+    r = error.reason
+    console.print_stderr(f"{goal}: refused [{r.code.value}] {r.path}: {r.message}")
+    if r.expected or r.found:
+        console.print_stderr(f"  expected {r.expected or '-'}; found {r.found or '-'}")
+
+
+@goal_rule
+async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSubsystem,
+                    targets: Targets) -> PinEpoch:
+    target = _one(targets, EpochFixtureTarget, "pin-epoch", console)
+    if target is None or not options.epoch_id:
+        if target is not None:
+            console.print_stderr("pin-epoch: --epoch-id is required")
+        return PinEpoch(exit_code=64)
+    check = await Get(EpochCheck, EpochCheckRequest(target.address))  # type: ignore[attr-defined]
+    files, world = check.files, check.world
+    if world.failure is not None:
+        console.print_stderr(f"pin-epoch: refused: {world.failure.message}")
+        return PinEpoch(exit_code=1)
+    existing_bytes = await Get(DigestContents, Digest,
+                               await Get(Digest, DigestSubset(files.sources, PathGlobs([files.pin_path]))))
+    try:
+        existing = parse_pin(existing_bytes[0].content, files.pin_path) if existing_bytes else None
+    except EvidenceError:
+        existing = None  # an unreadable pin is replaced by a fresh one, never merged with it
+    try:
+        pin = mint_pin(epoch_id=options.epoch_id,
+                       generator=PinnedFile(files.generator_path, files.sha256[files.generator_path]),
+                       inputs={p: files.sha256[p] for p in files.input_paths}, world_sha256=world.world_sha256,
+                       existing=existing, path=files.pin_path)
+    except EvidenceError as error:
+        _refused(console, "pin-epoch", error)
+        return PinEpoch(exit_code=1)
+    workspace.write_digest(await Get(Digest, CreateDigest([FileContent(files.pin_path, pin.to_bytes())])))
+    console.print_stdout(f"pinned epoch {pin.epoch_id} in {files.pin_path}")
+    console.print_stdout(f"  generator {pin.generator.path} sha256 {pin.generator.sha256}")
+    for item in pin.inputs:
+        console.print_stdout(f"  input     {item.path} sha256 {item.sha256}")
+    console.print_stdout(f"  world     sha256 {pin.world_sha256}")
+    return PinEpoch(exit_code=0)
+
+
+@goal_rule
+async def sample_properties(console: Console, workspace: Workspace, options: SamplePropertiesSubsystem,
+                            targets: Targets) -> SampleProperties:
+    target = _one(targets, PropertyManifestTarget, "sample-properties", console)
+    if target is None or options.seed is None or options.k is None:
+        if target is not None:
+            console.print_stderr("sample-properties: --seed and --k are required")
+        return SampleProperties(exit_code=64)
+    files = await Get(ManifestFiles, ManifestFilesRequest(target.address))  # type: ignore[attr-defined]
+    catalog_bytes = await Get(DigestContents, Digest,
+                              await Get(Digest, DigestSubset(files.sources, PathGlobs([files.catalog_path]))))
+    try:
+        catalog = parse_catalog(catalog_bytes[0].content, files.catalog_path)
+        manifest = sample(catalog, options.seed, options.k)
+    except EvidenceError as error:
+        _refused(console, "sample-properties", error)
+        return SampleProperties(exit_code=1)
+    except ValueError as exc:
+        console.print_stderr(f"sample-properties: refused: {exc}")
+        return SampleProperties(exit_code=1)
+    workspace.write_digest(await Get(Digest, CreateDigest([FileContent(files.manifest_path, manifest.to_bytes())])))
+    console.print_stdout(f"drew {manifest.k} of {len(catalog.properties)} properties with seed {manifest.seed} "
+                         f"into {files.manifest_path}:")
+    for prop in manifest.properties:
+        console.print_stdout(f"  {prop.name} ({prop.bound})")
+    console.print_stdout(f"manifest sha256 {manifest.manifest_sha256}")
+    return SampleProperties(exit_code=0)
+
+
+def rules() -> list:
+    return [*collect_rules()]

@@ -1,0 +1,66 @@
+"""Options: `[gate]` (the verdict) and `[property-replay]` (the `pants test` replays)."""
+
+from __future__ import annotations
+
+from pants.engine.goal import GoalSubsystem
+from pants.option.option_types import SkipOption, StrListOption, StrOption
+from pants.option.subsystem import Subsystem
+from pants.util.strutil import help_text
+
+
+class GateSubsystem(GoalSubsystem):
+    name = "gate"
+    help = help_text(
+        """
+        Decide whether the change is merge-eligible: `eligible` (exit 0) only when the fixture epoch
+        pin, the property-manifest digest and the witness digest of every flake freeze agree; `closed`
+        (exit 1) when anything does not; `hold` (exit 2) when every remaining flake is covered by a
+        valid freeze. Writes `report.json`, `report.md` and the witnesses under `dist/gate/`.
+        """
+    )
+
+    base = StrOption(
+        default="HEAD",
+        help=help_text(
+            """
+            The git revision the changed set is computed against (its merge base with HEAD), when
+            `--changed-since` is not given. The changed set is every path that differs from it:
+            committed, staged, unstaged and untracked. A base that does not resolve closes the gate.
+            """
+        ),
+    )
+    protected = StrListOption(
+        default=[],
+        help=help_text(
+            """
+            Extra protected globs (`*`, `?`, `**`; a trailing `/` means a whole folder), added to the
+            set derived from the build graph: every file of the `epoch_fixture`, `property_manifest`
+            and `sampled_properties` targets, the BUILD files declaring them, the gate's own code,
+            the observations and freezes folders, and `pants.toml`.
+            """
+        ),
+    )
+    observations_dir = StrOption(
+        default="observations",
+        help="The in-tree archive of observations (`<id>.json` and `<id>.bin`), relative to the build root.",
+    )
+    freezes_dir = StrOption(
+        default="freezes",
+        help="The folder of reviewers' freezes (`<name>.json`), relative to the build root.",
+    )
+    today = StrOption(
+        default=None,
+        help="The ISO date freezes expire against (default: today in UTC). Set it to replay a past verdict.",
+    )
+    output_dir = StrOption(
+        default="gate",
+        help="Where the report and witnesses go, relative to `[GLOBAL].pants_distdir`.",
+    )
+
+
+class SampledPropertiesSubsystem(Subsystem):
+    options_scope = "property-replay"
+    name = "sampled properties"
+    help = "Options for replaying sampled properties over a fixture world in `pants test`."
+
+    skip = SkipOption("test")

@@ -1,0 +1,102 @@
+"""A suite: one `sampled_properties` target with the `epoch_fixture` and `property_manifest` it names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pants.build_graph.address import Address, AddressInput
+from pants.engine.fs import Digest, DigestContents, MergeDigests
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import (
+    HydratedSources,
+    HydrateSourcesRequest,
+    InvalidFieldException,
+    StringField,
+    Target,
+    WrappedTarget,
+    WrappedTargetRequest,
+)
+from pants.util.logging import LogLevel
+
+from epoch_gate.check import ManifestCheck, check_manifest
+from epoch_gate_pants.target_types import (
+    EpochFixtureTarget,
+    PropertyManifestCatalogField,
+    PropertyManifestPredicatesField,
+    PropertyManifestSourceField,
+    PropertyManifestTarget,
+    SampledPropertiesFixtureField,
+    SampledPropertiesManifestField,
+)
+
+
+@dataclass(frozen=True)
+class SuiteRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class Suite:
+    target: Target
+    fixture: Target
+    manifest: Target
+
+
+@dataclass(frozen=True)
+class ManifestFiles:
+    manifest_path: str
+    catalog_path: str
+    predicate_paths: tuple[str, ...]
+    sources: Digest
+    check: ManifestCheck
+
+
+async def _referenced(field: StringField, expected: type[Target]) -> Target:
+    origin = f"the `{field.alias}` field of {field.address}"
+    address = await Get(Address, AddressInput,
+                        AddressInput.parse(str(field.value), relative_to=field.address.spec_path,
+                                           description_of_origin=origin))
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin=origin))
+    if not isinstance(wrapped.target, expected):
+        raise InvalidFieldException(f"{origin} must name an `{expected.alias}` target, not the "
+                                    f"`{wrapped.target.alias}` target {address}.")
+    return wrapped.target
+
+
+@rule(desc="Resolve a sampled-properties suite", level=LogLevel.DEBUG)
+async def resolve_suite(request: SuiteRequest) -> Suite:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
+    target = wrapped.target
+    fixture = await _referenced(target[SampledPropertiesFixtureField], EpochFixtureTarget)
+    manifest = await _referenced(target[SampledPropertiesManifestField], PropertyManifestTarget)
+    return Suite(target, fixture, manifest)
+
+
+@dataclass(frozen=True)
+class ManifestFilesRequest:
+    address: Address
+
+
+@rule(desc="Check a property manifest", level=LogLevel.DEBUG)
+async def check_property_manifest(request: ManifestFilesRequest) -> ManifestFiles:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
+    target = wrapped.target
+    manifest, catalog, predicates = await MultiGet(
+        Get(HydratedSources, HydrateSourcesRequest(target[PropertyManifestSourceField])),
+        Get(HydratedSources, HydrateSourcesRequest(target[PropertyManifestCatalogField])),
+        Get(HydratedSources, HydrateSourcesRequest(target[PropertyManifestPredicatesField])),
+    )
+    manifest_contents, catalog_contents = await MultiGet(
+        Get(DigestContents, Digest, manifest.snapshot.digest),
+        Get(DigestContents, Digest, catalog.snapshot.digest),
+    )
+    sources = await Get(Digest, MergeDigests([manifest.snapshot.digest, catalog.snapshot.digest,
+                                              predicates.snapshot.digest]))
+    manifest_path, catalog_path = manifest.snapshot.files[0], catalog.snapshot.files[0]
+    check = check_manifest(manifest_path=manifest_path, manifest_bytes=manifest_contents[0].content,
+                           catalog_path=catalog_path, catalog_bytes=catalog_contents[0].content)
+    return ManifestFiles(manifest_path, catalog_path, tuple(sorted(predicates.snapshot.files)), sources, check)
+
+
+def rules() -> list:
+    return [*collect_rules()]

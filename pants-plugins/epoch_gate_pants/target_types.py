@@ -1,0 +1,211 @@
+"""Target types: `epoch_fixture` (the pin, the generator, its inputs), `property_manifest` (the manifest,
+its catalog, the predicates) and `sampled_properties` (the replay that `pants test` runs)."""
+
+from __future__ import annotations
+
+from pants.engine.fs import GlobMatchErrorBehavior
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    Dependencies,
+    IntField,
+    MultipleSourcesField,
+    SecondaryOwnerMixin,
+    SingleSourceField,
+    StringField,
+    Target,
+)
+from pants.util.strutil import help_text
+
+
+class _FailLoudly:
+    # A missing fixture, manifest or catalog must fail the build, not silently shrink the oracle.
+    default_glob_match_error_behavior = GlobMatchErrorBehavior.error
+
+
+# -- epoch_fixture -----------------------------------------------------------------------------
+
+
+class EpochFixturePinField(_FailLoudly, SingleSourceField):
+    alias = "pin"
+    required = False
+    default = "EPOCH"
+    help = help_text(
+        """
+        The epoch pin, relative to this BUILD file: JSON naming the `epoch_id`, the generator's path
+        and sha256, each input's path and sha256, and (once minted with `pants pin-epoch`) the sha256
+        of the fixture world the generator produced. Write it with `pants pin-epoch`, never by hand.
+        """
+    )
+
+
+class EpochFixtureGeneratorField(_FailLoudly, SingleSourceField, SecondaryOwnerMixin):
+    alias = "generator"
+    required = True
+    value: str
+    expected_file_extensions = (".py",)
+    help = help_text(
+        """
+        The fixture generator, a self-contained Python script run as
+        `python GENERATOR --out DIR --input FILE...` inside a Pants sandbox that holds only the
+        generator and its inputs. It must be deterministic: its output is the epoch's content identity.
+        Its bytes, as Pants loads them, must match the pin's `generator_sha256`.
+        """
+    )
+
+
+class EpochFixtureInputsField(_FailLoudly, MultipleSourcesField, SecondaryOwnerMixin):
+    alias = "inputs"
+    default = ()
+    help = help_text(
+        """
+        Files the generator reads (globs relative to this BUILD file), passed as `--input` in order.
+        Each one's sha256 must match the pin; an input that is not pinned closes the gate.
+        """
+    )
+
+
+class EpochFixtureTarget(Target):
+    alias = "epoch_fixture"
+    core_fields = (*COMMON_TARGET_FIELDS, EpochFixturePinField, EpochFixtureGeneratorField,
+                   EpochFixtureInputsField)
+    help = help_text(
+        """
+        A pinned fixture epoch: the pin, the generator and its inputs.
+
+        `pants gate` hashes the generator and inputs from the snapshot Pants loads and compares them
+        with the pin, runs the generator hermetically to produce the fixture world, and fails closed
+        when any of these files is in the changed set.
+
+        Example BUILD file:
+
+            epoch_fixture(
+                name="orders_epoch",
+                pin="EPOCH",
+                generator="generate_orders.py",
+                inputs=["orders/base.json"],
+            )
+        """
+    )
+
+
+# -- property_manifest -------------------------------------------------------------------------
+
+
+class PropertyManifestSourceField(_FailLoudly, SingleSourceField):
+    alias = "manifest"
+    required = False
+    default = "manifest.json"
+    help = help_text(
+        """
+        The property manifest, relative to this BUILD file: the `seed`, the sampling `algorithm`, `k`,
+        the sampled `properties` and `manifest_sha256`. Draw it with `pants sample-properties`.
+        """
+    )
+
+
+class PropertyManifestCatalogField(_FailLoudly, SingleSourceField, SecondaryOwnerMixin):
+    alias = "catalog"
+    required = False
+    default = "catalog.yaml"
+    expected_file_extensions = (".yaml", ".yml")
+    help = help_text(
+        """
+        The property catalog the manifest was drawn from: a YAML mapping with one key, `properties`,
+        a list of `{name, bound, predicate, description}` (`predicate` is `module:function`).
+        """
+    )
+
+
+class PropertyManifestPredicatesField(_FailLoudly, MultipleSourcesField, SecondaryOwnerMixin):
+    alias = "predicates"
+    default = ("*_properties.py",)
+    expected_file_extensions = (".py",)
+    help = help_text(
+        """
+        The Python files that define the catalog's predicates (globs relative to this BUILD file).
+        They are protected: loosening a predicate is an oracle change.
+        """
+    )
+
+
+class PropertyManifestTarget(Target):
+    alias = "property_manifest"
+    core_fields = (*COMMON_TARGET_FIELDS, PropertyManifestSourceField, PropertyManifestCatalogField,
+                   PropertyManifestPredicatesField)
+    help = help_text(
+        """
+        A property manifest: the sampled draw, the catalog it was drawn from, and the predicate code.
+
+        `pants gate` checks `manifest_sha256` and recomputes the draw from the catalog, the seed and `k`.
+
+        Example BUILD file:
+
+            property_manifest(
+                name="manifest",
+                manifest="manifest.json",
+                catalog="catalog.yaml",
+                predicates=["orders_properties.py"],
+            )
+        """
+    )
+
+
+# -- sampled_properties ------------------------------------------------------------------------
+
+
+class SampledPropertiesFixtureField(StringField):
+    alias = "fixture"
+    required = True
+    value: str
+    help = "The address of the `epoch_fixture` whose fixture world the properties are replayed over."
+
+
+class SampledPropertiesManifestField(StringField):
+    alias = "manifest"
+    required = True
+    value: str
+    help = "The address of the `property_manifest` that names the sampled properties."
+
+
+class SampledPropertiesDependenciesField(Dependencies):
+    help = help_text(
+        """
+        The code under test and the predicates' Python sources (usually inferred through the
+        predicates' imports; list the `python_sources` that hold the predicates here).
+        """
+    )
+
+
+class SampledPropertiesMaxWitnessesField(IntField):
+    alias = "max_witnesses"
+    default = 1
+    value: int
+    help = "How many violating records to save as witnesses per property before moving on."
+
+
+class SampledPropertiesTarget(Target):
+    alias = "sampled_properties"
+    core_fields = (*COMMON_TARGET_FIELDS, SampledPropertiesFixtureField, SampledPropertiesManifestField,
+                   SampledPropertiesDependenciesField, SampledPropertiesMaxWitnessesField)
+    help = help_text(
+        """
+        The sampled properties of a manifest, replayed over an epoch's fixture world by `pants test`.
+
+        The replay runs in a sandbox with exactly the fixture world, the manifest, the predicates, the
+        code under test and the runner; it is cached on those, so an unrelated change replays nothing
+        and a new epoch replays everything. A failure or flake found once is found on every cache hit.
+
+        Example BUILD file:
+
+            sampled_properties(
+                name="orders_properties",
+                fixture="fixtures:orders_epoch",
+                manifest="checks:manifest",
+                dependencies=["checks:predicates"],
+            )
+        """
+    )
+
+
+def target_types() -> list[type[Target]]:
+    return [EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget]

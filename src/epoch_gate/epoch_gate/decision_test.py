@@ -1,0 +1,202 @@
+"""Every row of SPEC §4, and the four defects of the naive checker this design replaces."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+import pytest
+
+from epoch_gate.catalog import parse_catalog
+from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.check import check_manifest, check_pin
+from epoch_gate.decision import Evidence, Identities, Label, decide
+from epoch_gate.freezes import Freeze
+from epoch_gate.hashing import canonical_json, canonical_sha256
+from epoch_gate.manifest import ALGORITHM, draw, manifest_body
+from epoch_gate.observations import Observation, make_observation
+from epoch_gate.reasons import Code, Reason
+from epoch_gate.replay import PropertyOutcome, ReplayResult
+
+TODAY = datetime.date(2026, 12, 2)
+IDS = Identities("e1", "a" * 64, "m" * 64)
+PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "checks/manifest.json"}), ("observations/", "freezes/"))
+
+
+def observation(prop: str = "retry_applies_once", status: str = "flake", epoch: str = "e1",
+                source: str = "replay", witness: bytes = b'{"id":1}') -> Observation:
+    made = make_observation(epoch_id=epoch, prop=prop, status=status, rerun_passed=status == "flake",
+                            witness=witness, bound="retries", line=1, detail="predicate returned False")
+    return dataclasses.replace(made, source=source)
+
+
+def replay(*outcomes: PropertyOutcome) -> ReplayResult:
+    return ReplayResult("e1", "m" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
+
+
+def outcome_for(obs: Observation) -> PropertyOutcome:
+    return PropertyOutcome(obs.property, obs.bound, 10, obs.status, (obs.id,), obs.detail)
+
+
+def freeze(obs: Observation, *, epoch: str = "e1", expires: datetime.date = datetime.date(2026, 12, 31),
+           name: str = "freezes/f.json") -> Freeze:
+    return Freeze(name, obs.id, epoch, expires, "flaky upstream sandbox; ticket 123")
+
+
+def evidence(**overrides: object) -> Evidence:
+    base: dict[str, object] = dict(identities=IDS, changed=(ChangedPath("src/orders/orders/totals.py", "modified"),),
+                                   protected=PROTECTED, replay=replay(), observations=(), freezes=(), today=TODAY)
+    base.update(overrides)
+    return Evidence(**base)  # type: ignore[arg-type]
+
+
+def codes(ev: Evidence) -> list[Code]:
+    return [r.code for r in decide(ev).reasons]
+
+
+def test_eligible_when_identities_agree_and_nothing_failed() -> None:
+    verdict = decide(evidence())
+    assert verdict.label is Label.ELIGIBLE and verdict.reasons == ()
+    assert verdict.label.exit_code == 0
+
+
+@pytest.mark.parametrize("path", ["fixtures/EPOCH", "checks/manifest.json", "observations/x.json",
+                                  "freezes/f.json"])
+def test_protected_path_in_changed_set_is_closed(path: str) -> None:
+    ev = evidence(changed=(ChangedPath(path, "deleted"),))
+    assert decide(ev).label is Label.CLOSED
+    assert codes(ev) == [Code.PROTECTED_PATH_CHANGED]
+
+
+def test_unavailable_changed_set_is_closed_not_empty() -> None:
+    assert codes(evidence(changed=None)) == [Code.CHANGED_SET_UNAVAILABLE]
+
+
+def test_generator_bytes_differ_from_the_pin() -> None:
+    pin = check_pin(pin_path="EPOCH", pin_bytes=b'{"schema":1,"epoch_id":"e1","generator":"g.py","generator_sha256":"'
+                    + b"a" * 64 + b'","inputs":[]}', generator="g.py", generator_sha256="b" * 64, inputs={})
+    ev = evidence(findings=pin.reasons)
+    assert decide(ev).label is Label.CLOSED and codes(ev) == [Code.GENERATOR_MISMATCH]
+
+
+def test_manifest_whose_digest_matches_its_own_body_but_is_not_the_draw() -> None:
+    catalog_bytes = b"properties:\n" + b"".join(
+        b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(5))
+    catalog = parse_catalog(catalog_bytes, "c.yaml")
+    real = draw(catalog, 1, 1)[0]
+    other = next(p for p in catalog.properties if p != real)
+    body = manifest_body(1, (other,))
+    forged = canonical_json({"schema": 1, "algorithm": ALGORITHM, "k": 1, **body,
+                             "manifest_sha256": canonical_sha256(body)})
+    checked = check_manifest(manifest_path="m.json", manifest_bytes=forged, catalog_path="c.yaml",
+                             catalog_bytes=catalog_bytes)
+    assert [r.code for r in checked.reasons] == [Code.MANIFEST_NOT_DRAW]  # the naive checker accepted it
+    assert decide(evidence(findings=checked.reasons)).label is Label.CLOSED
+
+
+def test_sampled_property_failed_is_closed_with_the_witness_path() -> None:
+    failed = observation("refund_le_captured", status="fail")
+    ev = evidence(replay=replay(outcome_for(failed)), observations=(failed,),
+                  witness_paths={failed.id: f"dist/gate/observations/{failed.id}.bin"})
+    reasons = decide(ev).reasons
+    assert [r.code for r in reasons] == [Code.PROPERTY_FAILED]
+    assert reasons[0].path == f"dist/gate/observations/{failed.id}.bin"
+
+
+def test_predicate_that_raises_has_its_own_code() -> None:
+    raised = dataclasses.replace(observation("p", status="fail"), detail="predicate raised KeyError: 'x'")
+    assert codes(evidence(replay=replay(outcome_for(raised)), observations=(raised,))) == [Code.PREDICATE_ERROR]
+
+
+def test_observation_from_another_epoch_is_closed() -> None:
+    stale = observation(status="fail", epoch="e0")
+    assert Code.OBSERVATION_WRONG_EPOCH in codes(evidence(replay=replay(outcome_for(stale)), observations=(stale,)))
+
+
+def test_replay_observation_without_its_bytes_is_closed() -> None:
+    flake = observation()
+    assert codes(evidence(replay=replay(outcome_for(flake)), observations=())) == [Code.OBSERVATION_WITNESS_MISSING]
+
+
+def test_unfrozen_flake_is_closed() -> None:
+    flake = observation()
+    ev = evidence(replay=replay(outcome_for(flake)), observations=(flake,))
+    assert decide(ev).label is Label.CLOSED  # the naive checker said eligible
+    assert codes(ev) == [Code.FLAKE_UNFROZEN]
+
+
+def test_flake_covered_by_a_valid_freeze_is_hold() -> None:
+    flake = observation()
+    archived = dataclasses.replace(flake, source="archive")
+    ev = evidence(replay=replay(outcome_for(flake)), observations=(flake, archived), freezes=(freeze(flake),))
+    verdict = decide(ev)
+    assert verdict.label is Label.HOLD and verdict.label.exit_code == 2
+    assert codes(ev) == [Code.FLAKE_FROZEN]
+
+
+@pytest.mark.parametrize(
+    "make, code",
+    [
+        (lambda f: (freeze(observation(witness=b"gone")), (f,)), Code.FREEZE_OBSERVATION_MISSING),
+        (lambda f: (freeze(f, epoch="e0"), (f,)), Code.FREEZE_WRONG_EPOCH),
+        (lambda f: (freeze(f, expires=TODAY), (f,)), Code.FREEZE_EXPIRED),
+        (lambda f: (freeze(f, expires=datetime.date(2020, 1, 1)), (f,)), Code.FREEZE_EXPIRED),
+    ],
+)
+def test_invalid_freeze_is_closed(make: object, code: Code) -> None:
+    flake = observation()
+    made_freeze, present = make(flake)  # type: ignore[operator]
+    ev = evidence(replay=replay(outcome_for(flake)), observations=present, freezes=(made_freeze,))
+    assert decide(ev).label is Label.CLOSED
+    assert code in codes(ev)
+
+
+def test_freeze_of_an_observation_from_another_epoch() -> None:
+    old = observation(epoch="e0", source="archive")
+    ev = evidence(observations=(old,), freezes=(freeze(old),))
+    assert codes(ev) == [Code.FREEZE_WRONG_EPOCH]
+
+
+def test_freeze_of_a_failure_without_passed_rerun() -> None:
+    failed = observation(status="fail", source="archive")
+    assert codes(evidence(observations=(failed,), freezes=(freeze(failed),))) == [Code.FREEZE_NOT_A_FLAKE]
+
+
+def test_freeze_naming_a_test_is_closed() -> None:
+    reason = Reason(Code.FREEZE_CITES_TEST, "freezes/t.json", "observation_id", "tests/test_x.py::test_y",
+                    "a freeze must cite an observation id, not a test name")
+    assert decide(evidence(findings=(reason,))).label is Label.CLOSED
+
+
+def test_every_freeze_is_checked_not_just_the_first() -> None:
+    flake_a, flake_b = observation("a_prop", witness=b"1"), observation("b_prop", witness=b"2")
+    ev = evidence(replay=replay(outcome_for(flake_a), outcome_for(flake_b)), observations=(flake_a, flake_b),
+                  freezes=(freeze(flake_a, name="freezes/a.json"), freeze(flake_b, name="freezes/b.json",
+                                                                            expires=datetime.date(2026, 1, 1))))
+    reasons = decide(ev).reasons
+    assert decide(ev).label is Label.CLOSED
+    assert {r.code for r in reasons} == {Code.FREEZE_EXPIRED, Code.FLAKE_FROZEN, Code.FLAKE_UNFROZEN}
+
+
+def test_valid_freeze_with_no_current_flake_holds() -> None:
+    archived = observation(source="archive")
+    assert codes(evidence(observations=(archived,), freezes=(freeze(archived),))) == [Code.FREEZE_UNUSED]
+    assert decide(evidence(observations=(archived,), freezes=(freeze(archived),))).label is Label.HOLD
+
+
+@pytest.mark.parametrize("code", [Code.ARTIFACT_MISSING, Code.ARTIFACT_MALFORMED])
+def test_missing_or_malformed_artifact_is_closed(code: Code) -> None:
+    reason = Reason(code, "checks/manifest.json", "strict JSON", "JSONDecodeError", "bad")
+    assert decide(evidence(findings=(reason,))).label is Label.CLOSED
+
+
+def test_missing_replay_is_closed() -> None:
+    assert codes(evidence(replay=None)) == [Code.REPLAY_FAILED]
+
+
+def test_every_reason_is_reported_together() -> None:
+    flake = observation()
+    ev = evidence(changed=(ChangedPath("fixtures/EPOCH", "modified"),), replay=replay(outcome_for(flake)),
+                  observations=(flake,),
+                  findings=(Reason(Code.GENERATOR_MISMATCH, "g.py", "a", "b", "m"),))
+    assert codes(ev) == [Code.GENERATOR_MISMATCH, Code.PROTECTED_PATH_CHANGED, Code.FLAKE_UNFROZEN]

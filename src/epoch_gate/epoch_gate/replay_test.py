@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from epoch_gate import replay
+from epoch_gate.catalog import Catalog, Property
+from epoch_gate.check import check_replay
+from epoch_gate.manifest import sample
+from epoch_gate.observations import load_observations, observation_id
+
+PREDICATES = '''
+STATE = {"seen": set()}
+
+def positive(record):
+    return record["amount"] >= 0
+
+def flaky(record):
+    # Fails the first time it sees a record, passes the rerun: a flake.
+    key = record["id"]
+    if key in STATE["seen"]:
+        return True
+    STATE["seen"].add(key)
+    return record["amount"] >= 0
+
+def raises(record):
+    raise KeyError("boom")
+
+def not_bool(record):
+    return None
+'''
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "preds").mkdir()
+    (tmp_path / "preds" / "replay_preds.py").write_text(PREDICATES)
+    monkeypatch.syspath_prepend(str(tmp_path / "preds"))
+    sys.modules.pop("replay_preds", None)
+    world = tmp_path / "world"
+    world.mkdir()
+    lines = [json.dumps({"id": i, "amount": -5 if i == 3 else i}, separators=(",", ":")) for i in range(10)]
+    (world / "payments.jsonl").write_text("\n".join(lines) + "\n")
+    return world
+
+
+def run(world: Path, out: Path, *names: str) -> replay.ReplayResult:
+    props = tuple(Property(n, "payments", f"replay_preds:{n}", f"{n}.") for n in names)
+    manifest = sample(Catalog(props), 1, len(props))
+    return replay.run(manifest, world, out, epoch_id="e1")
+
+
+def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run(world, out, "positive", "flaky", "raises", "not_bool")
+    outcomes = {p.name: p.outcome for p in result.properties}
+    assert outcomes == {"positive": "fail", "flaky": "flake", "raises": "fail", "not_bool": "fail"}
+    observations, reasons = load_observations(out / "observations", "obs", "replay")
+    assert reasons == []
+    by_prop = {o.property: o for o in observations}
+    witness = (out / "observations" / f"{by_prop['positive'].id}.bin").read_bytes()
+    assert json.loads(witness) == {"id": 3, "amount": -5}  # exactly the offending record
+    assert by_prop["positive"].id == observation_id("positive", witness)
+    assert by_prop["flaky"].status == "flake" and by_prop["flaky"].rerun_passed
+    assert "KeyError" in by_prop["raises"].detail
+    assert "not bool" in by_prop["not_bool"].detail
+
+
+def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run(world, out, "positive")
+    files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    evidence = check_replay(files, "replay")
+    assert evidence.reasons == () and evidence.result is not None
+    assert [o.property for o in evidence.observations] == ["positive"]
+
+
+def test_missing_bound_and_missing_predicate_are_errors(world: Path, tmp_path: Path) -> None:
+    props = (Property("a", "orders", "replay_preds:positive", "a."),
+             Property("b", "payments", "replay_preds:absent", "b."))
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", epoch_id="e1")
+    by_name = {p.name: p for p in result.properties}
+    assert by_name["a"].outcome == "error" and by_name["a"].error_code == "bound-missing"
+    assert by_name["b"].outcome == "error" and by_name["b"].error_code == "predicate-error"
+
+
+def test_replay_is_deterministic_and_never_rewrites_evidence(world: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = run(world, out, "positive")
+    snapshot = {p.name: p.read_bytes() for p in (out / "observations").iterdir()}
+    second = run(world, out, "positive")  # same bytes: an identical rewrite is a no-op
+    assert first == second
+    assert {p.name: p.read_bytes() for p in (out / "observations").iterdir()} == snapshot
+    assert not [n for n in os.listdir(out / "observations") if n.startswith(".")]
