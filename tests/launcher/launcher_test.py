@@ -1,0 +1,129 @@
+"""The launcher's behaviour, against temporary build roots and cache folders (never the user's)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+FAKE_PEX = b"#!/bin/sh\necho fake pex\n"
+
+
+def make_root(tmp_path: Path, pex_sha: str, pex_size: int) -> Path:
+    """A copy of the launcher and what it pins, with [pex-cli] known_versions set to (sha, size)."""
+    root = tmp_path / "repo"
+    (root / "3rdparty" / "bootstrap").mkdir(parents=True)
+    shutil.copy("pants", root / "pants")
+    for name in ("pants-requirements.txt", "pex-requirements.txt"):
+        shutil.copy(f"3rdparty/bootstrap/{name}", root / "3rdparty" / "bootstrap" / name)
+    toml = Path("pants.toml").read_text()
+    start = toml.index('known_versions = ["v2.1.137|linux_x86_64|')
+    end = toml.index('"]', start)
+    row = f'known_versions = ["v2.1.137|linux_x86_64|{pex_sha}|{pex_size}'
+    (root / "pants.toml").write_text(toml[:start] + row + toml[end:])
+    return root
+
+
+def run(root: Path, cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cache.parent),
+            "EPOCH_GATE_CACHE": str(cache)}
+    for name in ("PYENV_ROOT", "SSL_CERT_FILE", "PIP_CERT", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY",
+                 "http_proxy", "NO_PROXY", "no_proxy"):
+        if name in os.environ:
+            base[name] = os.environ[name]
+    return subprocess.run(["bash", str(root / "pants"), *args], capture_output=True, text=True,
+                          env={**base, **env}, timeout=900)
+
+
+def fake_bootstrap(root: Path, cache: Path, pex: bytes) -> Path:
+    """A finished bootstrap whose `pants` is a stub, so warm-path behaviour is testable offline."""
+    folder = Path(run(root, cache, EPOCH_GATE_WHERE="1").stdout.strip())
+    (folder / "venv" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, folder / "venv" / "bin" / "python")
+    stub = folder / "venv" / "bin" / "pants"
+    stub.write_text('#!/bin/sh\necho "stub pants $*"; echo "ca=${PANTS_CA_CERTS_PATH:-none}"\n')
+    stub.chmod(0o755)
+    (folder / f"pex-v2.1.137").write_bytes(pex)
+    (folder / "ready").touch()
+    return folder
+
+
+def test_warm_launch_reuses_the_bootstrap_and_installs_the_verified_tool(tmp_path: Path) -> None:
+    root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
+    cache = tmp_path / "cache"
+    folder = fake_bootstrap(root, cache, FAKE_PEX)
+    ready = (folder / "ready").stat().st_mtime_ns
+    for _ in range(2):
+        done = run(root, cache, "--version")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("stub pants --version")
+        assert "bootstrapping" not in done.stderr
+    assert (folder / "ready").stat().st_mtime_ns == ready
+    assert (root / ".pants.bootstrap" / "pex-v2.1.137").read_bytes() == FAKE_PEX
+    if Path("/etc/ssl/certs/ca-certificates.crt").exists():
+        assert "ca=/etc/ssl/certs/ca-certificates.crt" in done.stdout
+
+
+def test_a_tool_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
+    root = make_root(tmp_path, "0" * 64, len(FAKE_PEX))
+    cache = tmp_path / "cache"
+    fake_bootstrap(root, cache, FAKE_PEX)
+    done = run(root, cache, "--version")
+    assert done.returncode == 1
+    assert "refusing the pex tool" in done.stderr and "0" * 64 in done.stderr
+    assert "stub pants" not in done.stdout
+    assert not (root / ".pants.bootstrap" / "pex-v2.1.137").exists()
+
+
+def test_a_tool_with_the_wrong_size_is_refused(tmp_path: Path) -> None:
+    root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX) + 1)
+    cache = tmp_path / "cache"
+    fake_bootstrap(root, cache, FAKE_PEX)
+    done = run(root, cache, "--version")
+    assert done.returncode == 1 and "refusing the pex tool" in done.stderr
+
+
+def test_a_missing_python39_says_what_to_install(tmp_path: Path) -> None:
+    root = make_root(tmp_path, "0" * 64, 1)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in ("/usr/bin", "/bin"):  # every tool but the interpreters
+        for tool in os.listdir(folder):
+            if not tool.startswith("python") and not (bin_dir / tool).exists():
+                os.symlink(os.path.join(folder, tool), bin_dir / tool)
+    done = run(root, tmp_path / "cache", "--version", PATH=str(bin_dir), PYENV_ROOT=str(tmp_path / "no-pyenv"))
+    assert done.returncode == 1
+    assert "needs CPython 3.9 and none was found" in done.stderr
+    assert "pyenv install 3.9" in done.stderr
+
+
+def test_an_override_that_is_not_python39_is_refused(tmp_path: Path) -> None:
+    root = make_root(tmp_path, "0" * 64, 1)
+    done = run(root, tmp_path / "cache", "--version", EPOCH_GATE_PYTHON=shutil.which("true") or "/bin/true")
+    assert done.returncode == 1 and "is not a working CPython 3.9" in done.stderr
+
+
+def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) -> None:
+    """Two launches on an empty cache: one builds under the lock, the other reuses it; the pex tool
+    built from PyPI has exactly the pinned hash."""
+    toml = Path("pants.toml").read_text()
+    row = toml[toml.index("v2.1.137|linux_x86_64|"):].split('"')[0].split("|")
+    root = make_root(tmp_path, row[2], int(row[3]))
+    cache = tmp_path / "cache"
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: run(root, cache, EPOCH_GATE_BOOTSTRAP_ONLY="1"), range(2)))
+    for done in results:
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert sum("bootstrapping" in d.stderr for d in results) == 1
+    folder = Path(results[0].stdout.strip())
+    assert hashlib.sha256((folder / "pex-v2.1.137").read_bytes()).hexdigest() == row[2]
+    version = subprocess.run([str(folder / "venv" / "bin" / "python"), "-c",
+                              "import importlib.metadata as m; print(m.version('pantsbuild.pants'))"],
+                             capture_output=True, text=True)
+    assert version.stdout.strip() == "2.17.1"
