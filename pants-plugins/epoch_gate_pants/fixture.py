@@ -97,8 +97,10 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
     entries = await Get(DigestEntries, Digest, sources)
     # Pants' file digests are SHA-256 of the content: the bytes that will actually be loaded.
     sha256 = {e.path: e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)}
-    return FixtureFiles(request.address, pin.snapshot.files[0], generator.snapshot.files[0],
-                        tuple(sorted(inputs.snapshot.files)), sources, FrozenDict(sha256))
+    # Declared paths, not matched ones: a missing pin or generator is a reason, not an IndexError.
+    return FixtureFiles(request.address, target[EpochFixturePinField].file_path,
+                        target[EpochFixtureGeneratorField].file_path, tuple(sorted(inputs.snapshot.files)),
+                        sources, FrozenDict(sha256))
 
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)

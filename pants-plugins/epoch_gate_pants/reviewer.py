@@ -117,6 +117,9 @@ async def sample_properties(console: Console, workspace: Workspace, options: Sam
     files = await Get(ManifestFiles, ManifestFilesRequest(target.address))  # type: ignore[attr-defined]
     catalog_bytes = await Get(DigestContents, Digest,
                               await Get(Digest, DigestSubset(files.sources, PathGlobs([files.catalog_path]))))
+    if not catalog_bytes:
+        console.print_stderr(f"sample-properties: refused: the catalog {files.catalog_path} is missing")
+        return SampleProperties(exit_code=1)
     try:
         catalog = parse_catalog(catalog_bytes[0].content, files.catalog_path)
         manifest = sample(catalog, options.seed, options.k)

@@ -51,10 +51,10 @@ class ManifestFiles:
     check: ManifestCheck
 
 
-async def _referenced(field: StringField, expected: type[Target]) -> Target:
-    origin = f"the `{field.alias}` field of {field.address}"
+async def _referenced(target: Target, field_type: type[StringField], expected: type[Target]) -> Target:
+    origin = f"the `{field_type.alias}` field of {target.address}"
     address = await Get(Address, AddressInput,
-                        AddressInput.parse(str(field.value), relative_to=field.address.spec_path,
+                        AddressInput.parse(str(target[field_type].value), relative_to=target.address.spec_path,
                                            description_of_origin=origin))
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin=origin))
     if not isinstance(wrapped.target, expected):
@@ -67,8 +67,8 @@ async def _referenced(field: StringField, expected: type[Target]) -> Target:
 async def resolve_suite(request: SuiteRequest) -> Suite:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
     target = wrapped.target
-    fixture = await _referenced(target[SampledPropertiesFixtureField], EpochFixtureTarget)
-    manifest = await _referenced(target[SampledPropertiesManifestField], PropertyManifestTarget)
+    fixture = await _referenced(target, SampledPropertiesFixtureField, EpochFixtureTarget)
+    manifest = await _referenced(target, SampledPropertiesManifestField, PropertyManifestTarget)
     return Suite(target, fixture, manifest)
 
 
@@ -92,9 +92,11 @@ async def check_property_manifest(request: ManifestFilesRequest) -> ManifestFile
     )
     sources = await Get(Digest, MergeDigests([manifest.snapshot.digest, catalog.snapshot.digest,
                                               predicates.snapshot.digest]))
-    manifest_path, catalog_path = manifest.snapshot.files[0], catalog.snapshot.files[0]
-    check = check_manifest(manifest_path=manifest_path, manifest_bytes=manifest_contents[0].content,
-                           catalog_path=catalog_path, catalog_bytes=catalog_contents[0].content)
+    manifest_path = target[PropertyManifestSourceField].file_path
+    catalog_path = target[PropertyManifestCatalogField].file_path
+    check = check_manifest(
+        manifest_path=manifest_path, manifest_bytes=manifest_contents[0].content if manifest_contents else None,
+        catalog_path=catalog_path, catalog_bytes=catalog_contents[0].content if catalog_contents else None)
     return ManifestFiles(manifest_path, catalog_path, tuple(sorted(predicates.snapshot.files)), sources, check)
 
 

@@ -64,7 +64,7 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
 def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
     return [
         Reason(Code.PROTECTED_PATH_CHANGED, c.path, expected="unchanged (protected)", found=c.status,
-               message=f"the change {c.status.replace('-', ' ')} a protected path")
+               message=f"a protected path is {c.status.replace('-', ' ')} in this change")
         for c in changed if protected.matches(c.path)
     ]
 
