@@ -1,0 +1,102 @@
+"""A temporary git repository made from the example, and the real ./pants run inside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOP_LEVEL = ("BUILD", "pants", "pants.toml", "3rdparty", "pants-plugins", "src", "fixtures", "checks",
+             "observations", "freezes")
+GITIGNORE = "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n__pycache__/\n"
+GIT_ENV = {"GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid", "GIT_COMMITTER_NAME": "e2e",
+           "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+@dataclass(frozen=True)
+class GateRun:
+    exit_code: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return str(self.report.get("verdict"))
+
+    def codes(self) -> set[str]:
+        return {r["code"] for r in self.report.get("reasons", [])}
+
+    def reasons(self, code: str) -> list[dict[str, str]]:
+        return [r for r in self.report.get("reasons", []) if r["code"] == code]
+
+
+class Repo:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def from_example(cls, source: Path, dest: Path) -> "Repo":
+        dest.mkdir(parents=True)
+        for name in TOP_LEVEL:
+            path = source / name
+            if path.is_dir():
+                shutil.copytree(path, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            elif path.exists():
+                shutil.copy2(path, dest / name)
+        (dest / ".gitignore").write_text(GITIGNORE)
+        repo = cls(dest)
+        repo.git("init", "-q", "-b", "main")
+        repo.commit("the example, as landed")
+        return repo
+
+    def clone_to(self, dest: Path) -> "Repo":
+        shutil.copytree(self.root, dest, symlinks=True,
+                        ignore=shutil.ignore_patterns("dist", ".pants.d", ".pids", "__pycache__"))
+        return Repo(dest)
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=True,
+                              env={**os.environ, **GIT_ENV})
+        return done.stdout.strip()
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD")
+
+    def edit(self, rel: str, old: str, new: str) -> None:
+        path = self.root / rel
+        text = path.read_text("utf-8")
+        assert text.count(old) == 1, f"{old!r} is not exactly once in {rel}"
+        path.write_text(text.replace(old, new), "utf-8")
+
+    def write(self, rel: str, data: str | bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, "utf-8")
+
+    def pants(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME",
+                                                             "EPOCH_GATE_CACHE")}
+        return subprocess.run(["./pants", "--no-pantsd", *args], cwd=self.root, capture_output=True, text=True,
+                              env={**env, **GIT_ENV}, timeout=900)
+
+    def gate(self, *args: str) -> GateRun:
+        report_path = self.root / "dist" / "gate" / "report.json"
+        if report_path.exists():
+            report_path.unlink()
+        done = self.pants(*args, "gate")
+        report = json.loads(report_path.read_text()) if report_path.exists() else {}
+        assert report, f"no report; exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+        return GateRun(done.returncode, done.stdout, done.stderr, report)
