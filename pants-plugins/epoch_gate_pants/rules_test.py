@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pants.backend.python import register as python_backend
 from pants.build_graph.address import Address
+from pants.core import register as core_backend
 from pants.core.goals.test import TestResult
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
@@ -72,12 +73,12 @@ def local_pex() -> str:
 def rule_runner(tmp_path: Path) -> RuleRunner:
     runner = RuleRunner(
         rules=[
-            *register.rules(), *python_backend.rules(),
+            *register.rules(), *python_backend.rules(), *core_backend.rules(),
             QueryRule(EpochCheck, [EpochCheckRequest]), QueryRule(FixtureWorld, [FixtureWorldRequest]),
             QueryRule(ManifestFiles, [ManifestFilesRequest]), QueryRule(ProtectedPaths, []),
             QueryRule(ReplayRun, [ReplayRequest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]),
         ],
-        target_types=[*register.target_types(), *python_backend.target_types()],
+        target_types=[*register.target_types(), *python_backend.target_types(), *core_backend.target_types()],
         bootstrap_args=[f"--local-store-dir={tmp_path / 'store'}", f"--named-caches-dir={tmp_path / 'named'}"],
     )
     runner.set_options(

@@ -143,13 +143,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     replay_files: dict[str, bytes] = {}
     if args.replay:
-        replay_dir = Path(args.replay)
-        summary, reasons = read_folder(replay_dir, args.replay, MAX_WITNESS_BYTES)
-        observations, more = read_folder(replay_dir / "observations", f"{args.replay}/observations",
-                                         MAX_WITNESS_BYTES)
-        findings.extend(reasons + more)
-        replay_files = {**{k: v for k, v in summary.items() if k == "replay.json"},
-                        **{f"observations/{k}": v for k, v in observations.items()}}
+        summary = optional_bytes(str(Path(args.replay) / "replay.json")) if Path(args.replay).is_absolute() \
+            else optional_bytes(f"{args.replay}/replay.json")
+        observations, reasons = read_folder(root / args.replay / "observations", f"{args.replay}/observations",
+                                            MAX_WITNESS_BYTES)
+        findings.extend(reasons)
+        replay_files = {f"observations/{k}": v for k, v in observations.items()}
+        if summary is not None:
+            replay_files["replay.json"] = summary
     replayed = check.check_replay(replay_files, args.replay or "replay")
     findings.extend(replayed.reasons)
     archive, archive_reasons = load_observations(root / args.observations, args.observations, "archive")

@@ -1,0 +1,89 @@
+"""The CLI end to end, outside Pants: pin, sample, replay, check, identities."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from epoch_gate.cli import EX_USAGE, main
+
+CATALOG = """properties:
+  - {name: amount_non_negative, bound: payments, predicate: "cli_preds:amount_non_negative", description: No negatives.}
+  - {name: amount_small, bound: payments, predicate: "cli_preds:amount_small", description: Under a thousand.}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "fixtures" / "gen.py").write_text("print('generator')\n")
+    (tmp_path / "fixtures" / "base.json").write_text("{}\n")
+    (tmp_path / "checks" / "catalog.yaml").write_text(CATALOG)
+    (tmp_path / "cli_preds.py").write_text("def amount_non_negative(r):\n    return r['amount'] >= 0\n"
+                                           "def amount_small(r):\n    return r['amount'] < 1000\n")
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "payments.jsonl").write_text('{"amount":1}\n{"amount":5}\n')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def check_args(*extra: str) -> list[str]:
+    return ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--replay", "out",
+            "--changed-file", "changed.txt", "--today", "2026-12-02", *extra]
+
+
+def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
+    sys.modules.pop("cli_preds", None)
+    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
+                 "--out", "out", "--path", str(project)]) == 0
+    (project / "changed.txt").write_text("src/app.py\n")
+    capsys.readouterr()
+    assert main(check_args()) == 0
+    printed = capsys.readouterr().out
+    assert "epoch     e1" in printed and "verdict   eligible" in printed
+    report = json.loads((project / "dist/gate/report.json").read_text())
+    assert report["verdict"] == "eligible"
+
+    (project / "changed.txt").write_text("checks/catalog.yaml\n")
+    assert main(check_args()) == 1
+    assert json.loads((project / "dist/gate/report.json").read_text())["reasons"][0]["code"] == \
+        "protected-path-changed"
+
+    (project / "fixtures" / "gen.py").write_text("print('edited')\n")
+    (project / "changed.txt").write_text("src/app.py\n")
+    assert main(check_args()) == 1
+    codes = {r["code"] for r in json.loads((project / "dist/gate/report.json").read_text())["reasons"]}
+    assert codes == {"generator-mismatch"}
+
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 1
+    assert "epoch-id-reused" in capsys.readouterr().err
+
+
+def test_malformed_manifest_is_closed_without_a_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    (project / "checks" / "manifest.json").write_bytes(b'{"seed": NaN}')
+    (project / "changed.txt").write_text("")
+    assert main(check_args()) == 1
+    report = json.loads((project / "dist/gate/report.json").read_text())
+    assert {"artifact-malformed", "artifact-missing"} <= {r["code"] for r in report["reasons"]}
+
+
+def test_usage_errors_exit_64_not_2(project: Path) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["check", "--today", "yesterday"])
+    assert caught.value.code == EX_USAGE
+
+
+def test_module_entry_point(project: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "epoch_gate", "--version"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout.startswith("epoch-gate ")

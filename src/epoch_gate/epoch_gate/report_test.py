@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import datetime
+import importlib.resources
+import json
+import re
+
+from epoch_gate import report
+from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.decision import Evidence, Identities, decide
+from epoch_gate.observations import make_observation
+from epoch_gate.reasons import Code, Reason
+from epoch_gate.replay import PropertyOutcome, ReplayResult
+
+FLAKE = make_observation(epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
+                         witness=b'{"id":1}', bound="retries", line=2, detail="predicate returned False")
+
+
+def sample_report() -> report.Report:
+    ids = Identities("e1", "a" * 64, "b" * 64, "c" * 64)
+    replay = ReplayResult("e1", "b" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
+                                                           (FLAKE.id,), "x"),))
+    protected = ProtectedSet(frozenset({"fixtures/EPOCH"}), ("freezes/",))
+    changed = (ChangedPath("fixtures/EPOCH", "modified"),)
+    evidence = Evidence(ids, changed, protected, replay, (FLAKE,), (), datetime.date(2026, 12, 2),
+                        (Reason(Code.GENERATOR_MISMATCH, "g|py", "a", "b", "pipes | in text"),))
+    return report.Report(decide(evidence), ids, "f" * 40, changed, protected, replay, (FLAKE,))
+
+
+def _check(value: object, schema: dict, root: dict) -> None:
+    """A small validator for the subset of JSON Schema the report schema uses."""
+    kinds = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "null": type(None)}
+    if "const" in schema:
+        assert value == schema["const"]
+    if "enum" in schema:
+        assert value in schema["enum"], (value, schema["enum"])
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        assert any(isinstance(value, kinds[t]) and not (t == "integer" and isinstance(value, bool)) for t in types)
+    if "pattern" in schema:
+        assert re.match(schema["pattern"], str(value))
+    if isinstance(value, dict) and "properties" in schema:
+        assert set(schema.get("required", [])) <= set(value)
+        if schema.get("additionalProperties") is False:
+            assert set(value) <= set(schema["properties"]), set(value) - set(schema["properties"])
+        for key, item in value.items():
+            _check(item, schema["properties"][key], root)
+    if isinstance(value, list) and "items" in schema:
+        for item in value:
+            _check(item, schema["items"], root)
+
+
+def test_report_json_validates_against_the_published_schema() -> None:
+    schema = json.loads(importlib.resources.read_text("epoch_gate", "report.schema.json"))
+    body = json.loads(sample_report().to_bytes())
+    _check(body, schema, schema)
+    assert body["verdict"] == "closed" and body["exit_code"] == 1
+    assert set(schema["properties"]["reasons"]["items"]["properties"]["code"]["enum"]) == {c.value for c in Code}
+
+
+def test_console_prints_the_three_identities_and_every_reason() -> None:
+    lines = "\n".join(report.console_lines(sample_report()))
+    assert "epoch     e1 (generator sha256 " + "a" * 64 in lines
+    assert "manifest  sha256 " + "b" * 64 in lines
+    assert f"witness   {FLAKE.id} sha256 {FLAKE.witness_sha256}" in lines
+    for code in ("generator-mismatch", "protected-path-changed", "flake-unfrozen"):
+        assert f"[{code}]" in lines
+    assert lines.endswith("verdict   closed")
+
+
+def test_markdown_escapes_table_cells() -> None:
+    text = report.markdown(sample_report())
+    assert "## epoch_gate: **closed**" in text
+    assert "pipes \\| in text" in text and "`g\\|py`" in text
+
+
+def test_output_files_hold_the_witness_bytes() -> None:
+    files = report.output_files(sample_report(), {FLAKE.id: b'{"id":1}'})
+    assert files[f"observations/{FLAKE.id}.bin"] == b'{"id":1}'
+    assert set(files) == {"report.json", "report.md", f"observations/{FLAKE.id}.bin",
+                          f"observations/{FLAKE.id}.json"}
