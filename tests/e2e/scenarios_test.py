@@ -140,8 +140,11 @@ def test_uncommitted_byte_in_the_generator(repo: Repo) -> None:
 
 
 def test_base_that_does_not_resolve(repo: Repo) -> None:
-    run = judged(repo, "0" * 40)
-    assert_closed_with(run, "changed-set-unavailable")
+    missing = "0" * 40
+    assert_closed_with(repo.gate(f"--gate-base={missing}"), "changed-set-unavailable")
+    # Pants resolves --changed-since itself, before any goal runs: it fails the run (never eligible).
+    done = repo.pants(f"--changed-since={missing}", "gate")
+    assert done.returncode == 1 and "eligible" not in done.stdout
 
 
 def test_missing_manifest_on_the_base(repo: Repo) -> None:
@@ -161,6 +164,7 @@ def flaky_base(example: Repo, tmp_path_factory: pytest.TempPathFactory) -> tuple
     repo.commit("flaky retry lands")
     run = repo.gate()
     (flake,) = [o for o in run.report["observations"] if o["status"] == "flake"]
+    (repo.root / "observations").mkdir()
     for suffix in ("json", "bin"):
         shutil.copy(repo.root / f"dist/gate/observations/{flake['id']}.{suffix}",
                     repo.root / f"observations/{flake['id']}.{suffix}")
