@@ -1,0 +1,31 @@
+"""Caching shown, not assumed: replays are keyed by the epoch, the manifest and the code under test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.repo import Repo
+
+SUITE = "checks:orders_properties"
+
+
+def replay_line(repo: Repo) -> str:
+    done = repo.pants("test", SUITE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if SUITE in ln and "succeeded" in ln]
+    return line
+
+
+def test_unrelated_change_replays_nothing_and_a_new_epoch_replays_everything(tmp_path: Path) -> None:
+    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+    replay_line(repo)  # warm the cache
+
+    repo.write("src/orders/orders/notes.py", '"""A module nothing imports."""\n')
+    repo.write("docs/notes.md", "unrelated\n")
+    assert "(cached locally)" in replay_line(repo)
+
+    pin = json.loads((repo.root / "fixtures/EPOCH").read_text())
+    pin["epoch_id"] = "orders-2026-12-b"
+    repo.write("fixtures/EPOCH", json.dumps(pin))
+    assert "cached" not in replay_line(repo)  # a new epoch id is a new cache key: everything replays
