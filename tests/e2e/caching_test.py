@@ -13,7 +13,7 @@ SUITE = "checks:orders_properties"
 def replay_line(repo: Repo) -> str:
     done = repo.pants("test", SUITE)
     assert done.returncode == 0, done.stderr[-2000:]
-    (line,) = [ln for ln in done.stderr.splitlines() if SUITE in ln and "succeeded" in ln]
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith(f"✓ {SUITE} ")]
     return line
 
 

@@ -1,0 +1,32 @@
+"""The reviewer's goals, through the real ./pants: `pin-epoch` and `sample-properties`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.repo import Repo
+
+
+def test_sample_properties_reproduces_the_committed_manifest(tmp_path: Path) -> None:
+    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+    committed = (repo.root / "checks/manifest.json").read_bytes()
+    (repo.root / "checks/manifest.json").unlink()
+    done = repo.pants("sample-properties", "--seed=20261220", "--k=8", "checks:manifest")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (repo.root / "checks/manifest.json").read_bytes() == committed  # same draw, byte for byte
+
+
+def test_pin_epoch_refuses_to_reuse_an_id_for_a_new_generator(tmp_path: Path) -> None:
+    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+    pinned = (repo.root / "fixtures/EPOCH").read_bytes()
+    repo.edit("fixtures/generate_orders.py", "import json\n", "import json  # changed\n")
+    epoch_id = json.loads(pinned)["epoch_id"]
+    refused = repo.pants("pin-epoch", f"--epoch-id={epoch_id}", "fixtures:orders_epoch")
+    assert refused.returncode == 1 and "epoch-id-reused" in refused.stderr
+    assert (repo.root / "fixtures/EPOCH").read_bytes() == pinned  # never rewritten
+
+    minted = repo.pants("pin-epoch", "--epoch-id=orders-2026-12-b", "fixtures:orders_epoch")
+    assert minted.returncode == 0, minted.stderr[-2000:]
+    pin = json.loads((repo.root / "fixtures/EPOCH").read_text())
+    assert pin["epoch_id"] == "orders-2026-12-b" and pin["world_sha256"] == json.loads(pinned)["world_sha256"]
