@@ -50,7 +50,8 @@ async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem) -> 
     )
     paths = {path for h in hydrated for path in h.snapshot.files}
     # Globbed sources (inputs, predicates) can gain files: protect what the globs could match too.
-    globs = {os.path.join(f.address.spec_path, g) for f in fields for g in (f.globs or ()) if not g.startswith("!")}
+    globs = {os.path.join(f.address.spec_path, g) for f in fields for g in (f.globs or ())
+             if not g.startswith("!") and any(c in g for c in "*?[")}
     paths |= {b.rel_path for b in build_files}
     paths.add("pants.toml")
     root = BuildRoot().path
