@@ -233,3 +233,25 @@ def test_freeze_from_another_epoch_is_closed(flaky_base: tuple[Repo, dict], tmp_
     repo.write("freezes/retry-flake.json", freeze(flake, epoch_id="orders-2026-11-z"))
     base = repo.commit("a freeze for an older epoch")
     assert_closed_with(judged(repo, base), "freeze-wrong-epoch", "flake-unfrozen")
+
+
+@pytest.mark.parametrize(
+    "path, content",
+    [
+        ("fixtures/EPOCH", None),  # the agent re-pins the epoch
+        ("freezes/quiet.json", '{"observation_id": "retry_applies_once-000000000000000000000000", '
+                               '"epoch_id": "orders-2026-12-a", "expires_on": "2099-01-01", "reason": "quiet"}\n'),
+        ("observations/note.json", "{}\n"),
+        ("pants.toml", None),
+    ],
+)
+def test_every_other_kind_of_protected_file(repo: Repo, path: str, content: str | None) -> None:
+    base = repo.head()
+    if content is None:
+        repo.write(path, (repo.root / path).read_text() + "\n")
+    else:
+        repo.write(path, content)
+    repo.commit(f"touch {path}")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed")
+    assert path in [r["path"] for r in run.reasons("protected-path-changed")]
