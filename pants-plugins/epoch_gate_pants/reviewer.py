@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from pants.engine.console import Console
-from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, PathGlobs, Workspace
+from pants.engine.fs import CreateDigest, Digest, FileContent, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, collect_rules, goal_rule
-from pants.engine.target import Targets
+from pants.engine.target import Target, Targets
 from pants.option.option_types import IntOption, StrOption
 from pants.util.strutil import help_text
 
-from epoch_gate.catalog import parse_catalog
 from epoch_gate.manifest import sample
-from epoch_gate.pin import PinnedFile, mint_pin, parse_pin
-from epoch_gate.reasons import EvidenceError
+from epoch_gate.pin import PinnedFile, mint_pin
+from epoch_gate.reasons import EvidenceError, Reason
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
 from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget
@@ -54,17 +53,16 @@ class SampleProperties(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
-def _one(targets: Targets, kind: type, goal: str, console: Console) -> object | None:
+def _one(targets: Targets, kind: type[Target], goal: str, console: Console) -> Target | None:
     found = [t for t in targets if isinstance(t, kind)]
     if len(found) != 1:
-        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target (found {len(found)}), "  # type: ignore[attr-defined]
+        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target (found {len(found)}), "
                              f"e.g. `pants {goal} path/to:target`")
         return None
     return found[0]
 
 
-def _refused(console: Console, goal: str, error: EvidenceError) -> None:
-    r = error.reason
+def _refused(console: Console, goal: str, r: Reason) -> None:
     console.print_stderr(f"{goal}: refused [{r.code.value}] {r.path}: {r.message}")
     if r.expected or r.found:
         console.print_stderr(f"  expected {r.expected or '-'}; found {r.found or '-'}")
@@ -78,24 +76,20 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
         if target is not None:
             console.print_stderr("pin-epoch: --epoch-id is required")
         return PinEpoch(exit_code=64)
-    check = await Get(EpochCheck, EpochCheckRequest(target.address))  # type: ignore[attr-defined]
+    check = await Get(EpochCheck, EpochCheckRequest(target.address))
     files, world = check.files, check.world
     if world.failure is not None:
         console.print_stderr(f"pin-epoch: refused: {world.failure.message}")
         return PinEpoch(exit_code=1)
-    existing_bytes = await Get(DigestContents, Digest,
-                               await Get(Digest, DigestSubset(files.sources, PathGlobs([files.pin_path]))))
-    try:
-        existing = parse_pin(existing_bytes[0].content, files.pin_path) if existing_bytes else None
-    except EvidenceError:
-        existing = None  # an unreadable pin is replaced by a fresh one, never merged with it
+    # The pin as the check parsed it; a missing or unreadable one is replaced, never merged with.
+    existing = check.pin.pin
     try:
         pin = mint_pin(epoch_id=options.epoch_id,
                        generator=PinnedFile(files.generator_path, files.sha256[files.generator_path]),
                        inputs={p: files.sha256[p] for p in files.input_paths}, world_sha256=world.world_sha256,
                        existing=existing, path=files.pin_path)
     except EvidenceError as error:
-        _refused(console, "pin-epoch", error)
+        _refused(console, "pin-epoch", error.reason)
         return PinEpoch(exit_code=1)
     workspace.write_digest(await Get(Digest, CreateDigest([FileContent(files.pin_path, pin.to_bytes())])))
     console.print_stdout(f"pinned epoch {pin.epoch_id} in {files.pin_path}")
@@ -114,18 +108,15 @@ async def sample_properties(console: Console, workspace: Workspace, options: Sam
         if target is not None:
             console.print_stderr("sample-properties: --seed and --k are required")
         return SampleProperties(exit_code=64)
-    files = await Get(ManifestFiles, ManifestFilesRequest(target.address))  # type: ignore[attr-defined]
-    catalog_bytes = await Get(DigestContents, Digest,
-                              await Get(Digest, DigestSubset(files.sources, PathGlobs([files.catalog_path]))))
-    if not catalog_bytes:
-        console.print_stderr(f"sample-properties: refused: the catalog {files.catalog_path} is missing")
+    files = await Get(ManifestFiles, ManifestFilesRequest(target.address))
+    catalog = files.check.catalog
+    if catalog is None:
+        for reason in files.check.reasons:
+            if reason.path.startswith(files.catalog_path):
+                _refused(console, "sample-properties", reason)
         return SampleProperties(exit_code=1)
     try:
-        catalog = parse_catalog(catalog_bytes[0].content, files.catalog_path)
         manifest = sample(catalog, options.seed, options.k)
-    except EvidenceError as error:
-        _refused(console, "sample-properties", error)
-        return SampleProperties(exit_code=1)
     except ValueError as exc:
         console.print_stderr(f"sample-properties: refused: {exc}")
         return SampleProperties(exit_code=1)

@@ -10,8 +10,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 FAKE_PEX = b"#!/bin/sh\necho fake pex\n"
 
 
@@ -49,7 +47,7 @@ def fake_bootstrap(root: Path, cache: Path, pex: bytes) -> Path:
     stub = folder / "venv" / "bin" / "pants"
     stub.write_text('#!/bin/sh\necho "stub pants $*"; echo "ca=${PANTS_CA_CERTS_PATH:-none}"\n')
     stub.chmod(0o755)
-    (folder / f"pex-v2.1.137").write_bytes(pex)
+    (folder / "pex-v2.1.137").write_bytes(pex)
     (folder / "ready").touch()
     return folder
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from epoch_gate.reasons import Code, Reason, fail
+from epoch_gate.reasons import Code, EvidenceError, Reason, fail
 
 # git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
 # old path of a moved file is seen too.
@@ -89,7 +89,7 @@ def resolve_base(root: Path, base: str) -> str:
                    found=base or "empty")
     try:
         commit = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}").strip()
-    except Exception as error:  # noqa: BLE001 - re-raised with the base named
+    except EvidenceError as error:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".",
                    f"base {base!r} does not resolve to a commit (a typo, or a shallow clone: fetch it, "
                    "e.g. `git fetch --unshallow origin`)",

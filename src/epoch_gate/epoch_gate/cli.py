@@ -120,31 +120,33 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     root = Path(args.root)
     findings: list[Reason] = []
+    unreadable: set[str] = set()
 
     def optional_bytes(rel: str) -> Optional[bytes]:
+        """The file's bytes; None when missing (the check says so) or unreadable (said here, once)."""
         try:
             return read_bytes(root / rel, rel)
         except EvidenceError as error:
             if error.reason.code is not Code.ARTIFACT_MISSING:
                 findings.append(error.reason)
+                unreadable.add(rel)
             return None
 
-    pin_bytes = optional_bytes(args.pin)
+    def said_once(reasons: tuple[Reason, ...]) -> list[Reason]:
+        return [r for r in reasons if not (r.code is Code.ARTIFACT_MISSING and r.path in unreadable)]
+
     pin_check = check.check_pin(
-        pin_path=args.pin, pin_bytes=pin_bytes, generator=args.generator,
+        pin_path=args.pin, pin_bytes=optional_bytes(args.pin), generator=args.generator,
         generator_sha256=_sha_or_none(root, args.generator),
         inputs={i: _sha_or_none(root, i) for i in args.input}, world_sha256=None)
-    if pin_bytes is not None or not findings:
-        findings.extend(pin_check.reasons)
     manifest_check = check.check_manifest(
         manifest_path=args.manifest, manifest_bytes=optional_bytes(args.manifest),
         catalog_path=args.catalog, catalog_bytes=optional_bytes(args.catalog))
-    findings.extend(r for r in manifest_check.reasons if r not in findings)
+    findings += said_once(pin_check.reasons) + said_once(manifest_check.reasons)
 
     replay_files: dict[str, bytes] = {}
     if args.replay:
-        summary = optional_bytes(str(Path(args.replay) / "replay.json")) if Path(args.replay).is_absolute() \
-            else optional_bytes(f"{args.replay}/replay.json")
+        summary = optional_bytes(f"{args.replay}/replay.json")  # root / an absolute path is that path
         observations, reasons = read_folder(root / args.replay / "observations", f"{args.replay}/observations",
                                             MAX_WITNESS_BYTES)
         findings.extend(reasons)

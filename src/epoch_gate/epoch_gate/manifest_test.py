@@ -21,11 +21,15 @@ def catalog() -> Catalog:
 
 
 def test_draw_is_pinned_across_interpreters() -> None:
-    # Recorded once; any change to the algorithm must change ALGORITHM, not this list.
-    assert [p.name for p in draw(catalog(), 20261202, 4)] == [p.name for p in draw(catalog(), 20261202, 4)]
-    names = [p.name for p in draw(catalog(), 7, 5)]
-    assert names == sorted(names) and len(set(names)) == 5
-    assert draw(catalog(), 7, 5) != draw(catalog(), 8, 5) or draw(catalog(), 7, 5) != draw(catalog(), 9, 5)
+    # Recorded once (the same on CPython 3.9 to 3.13); changing the algorithm must change ALGORITHM.
+    assert [p.name for p in draw(catalog(), 20261202, 4)] == ["p02", "p05", "p06", "p11"]
+    assert [p.name for p in draw(catalog(), 7, 5)] == ["p00", "p04", "p05", "p07", "p09"]
+
+
+def test_draw_refuses_impossible_requests() -> None:
+    for seed, k in ((-1, 1), (1, 0), (1, 13)):
+        with pytest.raises(ValueError):
+            draw(catalog(), seed, k)
 
 
 def test_sample_round_trips_and_verifies() -> None:
