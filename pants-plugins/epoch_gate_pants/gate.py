@@ -16,7 +16,7 @@ from pants.engine.target import AllTargets
 from pants.vcs.changed import Changed
 
 from epoch_gate import report
-from epoch_gate.changes import ChangedPath, changed_paths
+from epoch_gate.changes import ChangedPath, changed_paths, check_trusted
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Identities, decide
 from epoch_gate.freezes import parse_freeze_files
@@ -64,8 +64,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     base = changed.since or gate.base
     changed_set: tuple[ChangedPath, ...] | None = None
     merge_base = None
+    root = Path(BuildRoot().path)
     try:
-        merge_base, changed_set = changed_paths(Path(BuildRoot().path), base)
+        merge_base, changed_set = changed_paths(root, base)
+        check_trusted(root, merge_base, gate.trusted_refs)
     except EvidenceError as error:
         findings.append(error.reason)
 

@@ -7,6 +7,8 @@ from pants.option.option_types import SkipOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import help_text
 
+from epoch_gate.changes import DEFAULT_TRUSTED_REFS
+
 
 class GateSubsystem(GoalSubsystem):
     name = "gate"
@@ -26,6 +28,20 @@ class GateSubsystem(GoalSubsystem):
             The git revision the changed set is computed against (its merge base with HEAD), when
             `--changed-since` is not given. The changed set is every path that differs from it:
             committed, staged, unstaged and untracked. A base that does not resolve closes the gate.
+            """
+        ),
+    )
+    trusted_refs = StrListOption(
+        default=list(DEFAULT_TRUSTED_REFS),
+        help=help_text(
+            """
+            Refs whose history counts as reviewed. The base the changed set is taken against
+            (`--changed-since` or `[gate].base`, through its merge base with HEAD) must be reachable
+            from one of them; otherwise the gate is `closed` (`base-untrusted`), since a base inside
+            the change under review would hide the change's own earlier edits to the oracle. A shallow
+            clone that cannot prove it is `closed` with `base-unprovable`. Name remote-tracking refs
+            that CI fetches from the server, not local branches a change could move. An empty list
+            turns the check off.
             """
         ),
     )

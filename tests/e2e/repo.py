@@ -51,7 +51,7 @@ class Repo:
         (dest / ".gitignore").write_text(GITIGNORE)
         repo = cls(dest)
         repo.git("init", "-q", "-b", "main")
-        repo.commit("the example, as landed")
+        repo.land("the example, as landed")
         return repo
 
     def clone_to(self, dest: Path) -> "Repo":
@@ -68,6 +68,12 @@ class Repo:
         self.git("add", "-A")
         self.git("commit", "-q", "--allow-empty", "-m", message)
         return self.git("rev-parse", "HEAD")
+
+    def land(self, message: str) -> str:
+        """Commits as reviewed history: origin/main (the default trusted ref) moves to it, as after a merge."""
+        commit = self.commit(message)
+        self.git("update-ref", "refs/remotes/origin/main", commit)
+        return commit
 
     def head(self) -> str:
         return self.git("rev-parse", "HEAD")

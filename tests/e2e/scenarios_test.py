@@ -147,9 +147,23 @@ def test_base_that_does_not_resolve(repo: Repo) -> None:
     assert done.returncode == 1 and "eligible" not in done.stdout
 
 
+def test_base_inside_the_change_is_untrusted(repo: Repo) -> None:
+    repo.edit("checks/catalog.yaml", "An order's total", "Roughly, an order's total")
+    repo.commit("loosen the catalog first")
+    base = repo.commit("then an innocent-looking commit")
+    # Against its own earlier commit the change looks clean; the base is not reviewed history.
+    run = judged(repo, base)
+    assert_closed_with(run, "base-untrusted")
+    (reason,) = run.reasons("base-untrusted")
+    assert "origin/main" in reason["expected"] and reason["found"] == base
+    assert "protected-path-changed" not in run.codes()
+    # Judged against the trusted ref, the catalog edit is seen.
+    assert_closed_with(judged(repo, "origin/main"), "protected-path-changed")
+
+
 def test_missing_manifest_on_the_base(repo: Repo) -> None:
     (repo.root / "checks/manifest.json").unlink()
-    base = repo.commit("a base without a manifest")
+    base = repo.land("a base without a manifest")
     assert_closed_with(judged(repo, base), "artifact-missing")
 
 
@@ -161,7 +175,7 @@ def flaky_base(example: Repo, tmp_path_factory: pytest.TempPathFactory) -> tuple
     """A base where the flaky retry landed: its observation archived, a reviewer's freeze beside it."""
     repo = example.clone_to(tmp_path_factory.mktemp("flaky") / "repo")
     repo.edit(*FLAKY_RETRY)
-    repo.commit("flaky retry lands")
+    repo.land("flaky retry lands")
     run = repo.gate()
     (flake,) = [o for o in run.report["observations"] if o["status"] == "flake"]
     (repo.root / "observations").mkdir()
@@ -193,7 +207,7 @@ def test_flake_covered_by_a_freeze_on_the_base_is_hold(flaky_base: tuple[Repo, d
     seeded, flake = flaky_base
     repo = seeded.clone_to(tmp_path / "repo")
     repo.write("freezes/retry-flake.json", freeze(flake))
-    base = repo.commit("reviewer freezes the flake")
+    base = repo.land("reviewer freezes the flake")
     repo.write("docs/notes.md", "An unrelated note.\n")
     repo.commit("unrelated")
     run = judged(repo, base)
@@ -206,7 +220,7 @@ def test_expired_freeze_is_closed(flaky_base: tuple[Repo, dict], tmp_path: Path)
     seeded, flake = flaky_base
     repo = seeded.clone_to(tmp_path / "repo")
     repo.write("freezes/retry-flake.json", freeze(flake, expires_on="2026-01-01"))
-    base = repo.commit("a freeze that has since expired")
+    base = repo.land("a freeze that has since expired")
     assert_closed_with(judged(repo, base), "freeze-expired", "flake-unfrozen")
 
 
@@ -214,7 +228,7 @@ def test_freeze_naming_a_test_is_closed(flaky_base: tuple[Repo, dict], tmp_path:
     seeded, flake = flaky_base
     repo = seeded.clone_to(tmp_path / "repo")
     repo.write("freezes/retry-flake.json", freeze(flake, observation_id="src/orders/orders/retries_test.py::test_retry"))
-    base = repo.commit("a freeze by test name")
+    base = repo.land("a freeze by test name")
     assert_closed_with(judged(repo, base), "freeze-cites-test", "flake-unfrozen")
 
 
@@ -223,7 +237,7 @@ def test_archived_observation_without_matching_bytes_is_closed(flaky_base: tuple
     repo = seeded.clone_to(tmp_path / "repo")
     repo.write(f"observations/{flake['id']}.bin", b'{"id":"edited"}')
     repo.write("freezes/retry-flake.json", freeze(flake))
-    base = repo.commit("tampered archive")
+    base = repo.land("tampered archive")
     assert_closed_with(judged(repo, base), "observation-witness-mismatch")
 
 
@@ -231,7 +245,7 @@ def test_freeze_from_another_epoch_is_closed(flaky_base: tuple[Repo, dict], tmp_
     seeded, flake = flaky_base
     repo = seeded.clone_to(tmp_path / "repo")
     repo.write("freezes/retry-flake.json", freeze(flake, epoch_id="orders-2026-11-z"))
-    base = repo.commit("a freeze for an older epoch")
+    base = repo.land("a freeze for an older epoch")
     assert_closed_with(judged(repo, base), "freeze-wrong-epoch", "flake-unfrozen")
 
 

@@ -7,6 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from epoch_gate.reasons import Code, EvidenceError, Reason, fail
 
@@ -69,12 +70,16 @@ def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet)
     ]
 
 
-def _git(root: Path, *args: str) -> str:
+def _run_git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, timeout=120)
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
                    expected="a working git", found=type(exc).__name__) from None
+
+
+def _git(root: Path, *args: str) -> str:
+    done = _run_git(root, *args)
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {message[-1] if message else ''}",
@@ -82,24 +87,69 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", "surrogateescape")
 
 
+def _commit_of(root: Path, rev: str) -> str | None:
+    done = _run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def _is_shallow(root: Path) -> bool:
+    return _run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+
+
+DEFAULT_TRUSTED_REFS = ("origin/main",)
+UNSHALLOW_HINT = ("fetch the full history: `git fetch --unshallow origin` (GitHub Actions: "
+                  "actions/checkout with `fetch-depth: 0`)")
+
+
 def resolve_base(root: Path, base: str) -> str:
     """The merge base of `base` and HEAD, as Pants' --changed-since uses it; unresolvable is an error."""
     if not base or base.startswith("-"):
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "no usable base revision", expected="a git revision",
                    found=base or "empty")
-    try:
-        commit = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}").strip()
-    except EvidenceError as error:
+    commit = _commit_of(root, base)
+    if commit is None:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".",
                    f"base {base!r} does not resolve to a commit (a typo, or a shallow clone: fetch it, "
                    "e.g. `git fetch --unshallow origin`)",
-                   expected="a commit", found=base) from error
+                   expected="a commit", found=base)
     head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()
-    merge_base = _git(root, "merge-base", commit, head).strip()
-    if not merge_base:
+    done = _run_git(root, "merge-base", commit, head)
+    merge_base = done.stdout.decode().strip()
+    if done.returncode != 0 or not merge_base:
+        if _is_shallow(root):
+            raise fail(Code.BASE_UNPROVABLE, ".", f"this shallow clone does not hold the history joining "
+                       f"base {base} to HEAD: {UNSHALLOW_HINT}", expected="a merge base", found="shallow history")
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"base {base} shares no history with HEAD",
                    expected="a merge base", found="none")
     return merge_base
+
+
+def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> None:
+    """The base the changed set is taken against must be history that was already reviewed.
+
+    A base inside the change under review (say `HEAD~1` of the pull request) would let the change's own
+    earlier commits rewrite the oracle unseen; so the merge base must be reachable from a trusted ref.
+    No trusted refs configured means the check is off (an explicit, protected choice in pants.toml).
+    """
+    if not trusted_refs:
+        return
+    present = [ref for ref in trusted_refs if _commit_of(root, ref) is not None]
+    if not present:
+        hint = UNSHALLOW_HINT if _is_shallow(root) else "fetch it, e.g. `git fetch origin main`"
+        raise fail(Code.BASE_UNTRUSTED, ".", f"no trusted ref exists in this clone to vouch for the base: {hint}; "
+                   "or name the refs in [gate].trusted_refs", expected=f"one of {', '.join(trusted_refs)}",
+                   found="none present")
+    for ref in present:
+        if _run_git(root, "merge-base", "--is-ancestor", merge_base, ref).returncode == 0:
+            return
+    if _is_shallow(root):
+        raise fail(Code.BASE_UNPROVABLE, ".", f"this shallow clone cannot show that base {merge_base[:12]} "
+                   f"is reviewed history of {', '.join(present)}: {UNSHALLOW_HINT}",
+                   expected=f"an ancestor of {', '.join(present)}", found=f"{merge_base} (shallow history)")
+    raise fail(Code.BASE_UNTRUSTED, ".", f"the base {merge_base[:12]} is not reviewed history: it is not "
+               f"reachable from {', '.join(present)}, so commits of the change itself could hide oracle edits; "
+               f"judge against reviewed history: `pants --changed-since={present[0]} gate`",
+               expected=f"an ancestor of {', '.join(present)}", found=merge_base)
 
 
 def changed_paths(root: Path, base: str) -> tuple[str, tuple[ChangedPath, ...]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, protected_changes
+from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes
 from epoch_gate.reasons import Code, EvidenceError
 
 
@@ -99,3 +99,59 @@ def test_protected_changes_name_the_status() -> None:
                                 ProtectedSet(frozenset({"fixtures/EPOCH"}), ()))
     assert [(r.code, r.path, r.found) for r in reasons] == [(Code.PROTECTED_PATH_CHANGED, "fixtures/EPOCH",
                                                              "deleted")]
+
+
+def trust_code(repo: Path, base: str, refs: tuple[str, ...] = ("origin/main",)) -> Code | None:
+    try:
+        check_trusted(repo, changed_paths(repo, base)[0], refs)
+    except EvidenceError as error:
+        return error.reason.code
+    return None
+
+
+def test_base_reachable_from_the_trusted_ref_is_trusted(repo: Path) -> None:
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "src.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "change")
+    assert trust_code(repo, "origin/main") is None
+    assert trust_code(repo, "HEAD~1") is None
+
+
+def test_base_inside_the_change_is_untrusted(repo: Path) -> None:
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "fixtures" / "gen.py").write_text("print(2)\n")
+    git(repo, "commit", "-qam", "the change edits the oracle")
+    (repo / "src.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "then the product")
+    # Against HEAD~1 the generator edit is invisible; the base is not reviewed history.
+    assert statuses(repo, "HEAD~1") == {"src.py": "modified"}
+    assert trust_code(repo, "HEAD~1") is Code.BASE_UNTRUSTED
+    assert trust_code(repo, "HEAD") is Code.BASE_UNTRUSTED
+
+
+def test_missing_trusted_ref_is_untrusted_and_an_empty_list_turns_the_check_off(repo: Path) -> None:
+    assert trust_code(repo, "HEAD") is Code.BASE_UNTRUSTED
+    assert trust_code(repo, "HEAD", ()) is None
+    git(repo, "branch", "release")
+    assert trust_code(repo, "HEAD", ("origin/main", "release")) is None
+
+
+def test_shallow_clone_that_cannot_prove_the_base_says_how_to_fetch(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "tag", "reviewed", first)
+    for n in range(3):
+        (repo / "src.py").write_text(f"x = {n + 2}\n")
+        git(repo, "commit", "-qam", f"change {n}")
+    clone = tmp_path_factory.mktemp("shallow") / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth=1", f"file://{repo}", str(clone)], check=True)
+    git(clone, "fetch", "-q", "--depth=1", "origin", "tag", "reviewed")
+    try:
+        changed_paths(clone, "reviewed")
+    except EvidenceError as error:
+        assert error.reason.code is Code.BASE_UNPROVABLE
+        assert "git fetch --unshallow" in error.reason.message and "fetch-depth: 0" in error.reason.message
+    else:
+        raise AssertionError("a shallow clone proved a merge base it does not hold")
+    # With the whole history fetched, the same base is proven reviewed.
+    git(clone, "fetch", "-q", "--unshallow", "origin")
+    assert trust_code(clone, "reviewed") is None

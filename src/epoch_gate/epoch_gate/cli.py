@@ -110,7 +110,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate import check, report
     from epoch_gate.atomic import replace_file
-    from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths
+    from epoch_gate.changes import DEFAULT_TRUSTED_REFS, ChangedPath, ProtectedSet, changed_paths, check_trusted
     from epoch_gate.decision import Evidence, Identities, decide
     from epoch_gate.folders import read_folder
     from epoch_gate.freezes import load_freezes
@@ -167,6 +167,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             changed = tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip())
         else:
             base, changed = changed_paths(root, args.base)
+            check_trusted(root, base, () if args.trust_any_base else args.trusted_ref or DEFAULT_TRUSTED_REFS)
     except EvidenceError as error:
         findings.append(error.reason)
     except (OSError, UnicodeDecodeError) as exc:
@@ -257,6 +258,11 @@ def parser() -> argparse.ArgumentParser:
     changes = chk.add_mutually_exclusive_group()
     changes.add_argument("--base", default="HEAD", help="git revision to diff against (default HEAD)")
     changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
+    chk.add_argument("--trusted-ref", action="append", default=[],
+                     help="a ref whose history is reviewed; the base must be reachable from one "
+                          "(repeatable; default origin/main)")
+    chk.add_argument("--trust-any-base", action="store_true",
+                     help="skip the trusted-base check (only where the base is vouched for otherwise)")
     chk.add_argument("--protect", action="append", default=[], help="a protected glob")
     chk.add_argument("--today", type=_date, default=datetime.datetime.now(datetime.timezone.utc).date())
     chk.add_argument("--report-dir", default="dist/gate")

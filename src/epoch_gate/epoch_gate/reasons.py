@@ -17,6 +17,8 @@ class Code(enum.Enum):
     # The changed set against the protected set.
     PROTECTED_PATH_CHANGED = "protected-path-changed"
     CHANGED_SET_UNAVAILABLE = "changed-set-unavailable"
+    BASE_UNTRUSTED = "base-untrusted"
+    BASE_UNPROVABLE = "base-unprovable"
     # Any artifact.
     ARTIFACT_MISSING = "artifact-missing"
     ARTIFACT_MALFORMED = "artifact-malformed"
