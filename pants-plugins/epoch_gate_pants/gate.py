@@ -16,11 +16,12 @@ from pants.engine.target import AllTargets
 from pants.vcs.changed import Changed
 
 from epoch_gate import report
-from epoch_gate.changes import ChangedPath, changed_paths, check_trusted
+from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, protected_changes, read_at
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Identities, decide
 from epoch_gate.freezes import parse_freeze_files
 from epoch_gate.observations import parse_observation_files
+from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -103,6 +104,13 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
             findings += evidence.reasons
             replay_result, replayed, witnesses = evidence.result, evidence.observations, dict(evidence.witnesses)
 
+    oracle = ()
+    if len(suites) == 1 and merge_base and changed_set and protected_changes(changed_set, protected.as_set()):
+        oracle = oracle_changes(
+            OraclePaths(run.epoch.files.pin_path, run.manifest.manifest_path, run.manifest.catalog_path,
+                        run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
+            changed_set, lambda path: read_at(root, merge_base, path), lambda path: read_file(root, path))
+
     out = str(Path(dist_dir.relpath) / gate.output_dir)
     observations = (*replayed, *archive)
     verdict = decide(Evidence(
@@ -111,7 +119,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
     ))
     result = report.Report(verdict, identities, merge_base, changed_set, protected.as_set(), replay_result,
-                           observations)
+                           observations, oracle)
     files = report.output_files(result, witnesses)
     digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
     workspace.write_digest(digest, clear_paths=(out,))

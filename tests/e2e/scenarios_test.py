@@ -30,6 +30,10 @@ def judged(repo: Repo, base: str) -> GateRun:
     return repo.gate(f"--changed-since={base}")
 
 
+def oracle_kinds(run: GateRun) -> set[tuple[str, str]]:
+    return {(c["kind"], c["subject"]) for c in run.report["oracle_changes"]}
+
+
 def assert_closed_with(run: GateRun, *codes: str) -> None:
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     assert set(codes) <= run.codes(), (codes, run.codes())
@@ -41,7 +45,7 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
     repo.commit("docs")
     run = judged(repo, base)
     assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
-    assert run.report["reasons"] == []
+    assert run.report["reasons"] == [] and run.report["oracle_changes"] == []
     assert "epoch     orders-" in run.stdout and "manifest  sha256 " in run.stdout and "verdict   eligible" in run.stdout
 
 
@@ -49,7 +53,12 @@ def test_edited_generator(repo: Repo) -> None:
     base = repo.head()
     repo.edit("fixtures/generate_orders.py", "import json\n", "import json  # tuned by the agent\n")
     repo.commit("tweak generator")
-    assert_closed_with(judged(repo, base), "protected-path-changed", "generator-mismatch")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed", "generator-mismatch")
+    # What the reviewer reads: the generator moved under the same epoch id.
+    assert oracle_kinds(run) == {("generator-changed", "fixtures/generate_orders.py"),
+                                 ("new-epoch-id-required", "fixtures/EPOCH")}
+    assert "What this change does to the oracle" in (repo.root / "dist/gate/report.md").read_text()
 
 
 def test_regenerated_fixture_input(repo: Repo) -> None:
@@ -82,7 +91,9 @@ def test_dropped_property_with_recomputed_digest(repo: Repo) -> None:
     manifest["manifest_sha256"] = canonical_sha256({"seed": manifest["seed"], "properties": manifest["properties"]})
     repo.write("checks/manifest.json", canonical_json(manifest) + b"\n")
     repo.commit("drop a property")
-    assert_closed_with(judged(repo, base), "protected-path-changed", "manifest-not-draw")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed", "manifest-not-draw")
+    assert oracle_kinds(run) == {("k-lowered", "checks/manifest.json"), ("property-dropped", "refund_le_captured")}
 
 
 def test_edited_catalog_entry(repo: Repo) -> None:

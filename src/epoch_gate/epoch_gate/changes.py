@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from epoch_gate.reasons import Code, EvidenceError, Reason, fail
+from epoch_gate.reasons import Code, Reason, fail
 
 # git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
 # old path of a moved file is seen too.
@@ -90,6 +90,12 @@ def _git(root: Path, *args: str) -> str:
 def _commit_of(root: Path, rev: str) -> str | None:
     done = _run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
     return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def read_at(root: Path, commit: str, path: str) -> bytes | None:
+    """A file's bytes at a commit, or None where it does not exist there."""
+    done = _run_git(root, "cat-file", "blob", f"{commit}:{path}")
+    return done.stdout if done.returncode == 0 else None
 
 
 def _is_shallow(root: Path) -> bool:

@@ -110,7 +110,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate import check, report
     from epoch_gate.atomic import replace_file
-    from epoch_gate.changes import DEFAULT_TRUSTED_REFS, ChangedPath, ProtectedSet, changed_paths, check_trusted
+    from epoch_gate.changes import (DEFAULT_TRUSTED_REFS, ChangedPath, ProtectedSet, changed_paths, check_trusted,
+                                    protected_changes, read_at)
+    from epoch_gate.oracle import OracleChange, OraclePaths, oracle_changes, read_file
     from epoch_gate.decision import Evidence, Identities, decide
     from epoch_gate.folders import read_folder
     from epoch_gate.freezes import load_freezes
@@ -177,7 +179,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     pin, manifest = pin_check.pin, manifest_check.manifest
     identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
                             manifest.manifest_sha256 if manifest else None)
-    protected = ProtectedSet(frozenset([args.pin, args.generator, *args.input, args.manifest, args.catalog]),
+    protected = ProtectedSet(frozenset([args.pin, args.generator, *args.input, args.manifest, args.catalog,
+                                        *args.predicates]),
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
     observations = replayed.observations + tuple(archive)
     out = Path(args.report_dir)
@@ -186,7 +189,12 @@ def cmd_check(args: argparse.Namespace) -> int:
                         findings=tuple(findings),
                         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed.observations})
     verdict = decide(evidence)
-    result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations)
+    oracle: tuple[OracleChange, ...] = ()
+    if base and changed and protected_changes(changed, protected):
+        paths = OraclePaths(args.pin, args.manifest, args.catalog, tuple(args.predicates), args.freezes,
+                            args.observations)
+        oracle = oracle_changes(paths, changed, lambda p: read_at(root, base, p), lambda p: read_file(root, p))
+    result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations, oracle)
     for rel, data in report.output_files(result, dict(replayed.witnesses)).items():
         replace_file(out / rel, data)
     print("\n".join(report.console_lines(result)))
@@ -252,6 +260,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--input", action="append", default=[])
     chk.add_argument("--manifest", default="checks/manifest.json")
     chk.add_argument("--catalog", default="checks/catalog.yaml")
+    chk.add_argument("--predicates", action="append", default=[],
+                     help="a predicates module's file (repeatable): protected, and diffed per predicate")
     chk.add_argument("--replay", help="the output folder of `epoch-gate replay`")
     chk.add_argument("--observations", default="observations")
     chk.add_argument("--freezes", default="freezes")

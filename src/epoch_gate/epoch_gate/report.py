@@ -9,6 +9,7 @@ from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.decision import Identities, Verdict
 from epoch_gate.hashing import canonical_json
 from epoch_gate.observations import Observation
+from epoch_gate.oracle import OracleChange
 from epoch_gate.replay import ReplayResult
 
 SCHEMA_VERSION = 1
@@ -23,6 +24,7 @@ class Report:
     protected: ProtectedSet
     replay: Optional[ReplayResult]
     observations: tuple[Observation, ...]
+    oracle_changes: tuple[OracleChange, ...] = ()
 
     def witness_digests(self) -> list[tuple[str, str]]:
         return sorted((o.id, o.witness_sha256) for o in self.observations if o.source == "replay")
@@ -43,6 +45,7 @@ class Report:
             "changed": None if self.changed is None else [{"path": c.path, "status": c.status}
                                                           for c in self.changed],
             "protected": self.protected.sorted_entries(),
+            "oracle_changes": [c.to_json() for c in self.oracle_changes],
         }
 
     def to_bytes(self) -> bytes:
@@ -72,6 +75,9 @@ def console_lines(report: Report) -> list[str]:
         lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}")
         if reason.expected or reason.found:
             lines.append(f"            expected {reason.expected or '-'}; found {reason.found or '-'}")
+    for change in report.oracle_changes:
+        lines.append(f"oracle    {change.kind} {change.subject}: {change.before or '-'} -> {change.after or '-'}"
+                     f" ({change.note})")
     lines.append(f"verdict   {report.verdict.label.value}")
     return lines
 
@@ -97,6 +103,12 @@ def markdown(report: Report) -> str:
                        f"| {_cell(r.found)} | {_cell(r.message)} |")
     else:
         out.append("No reasons: the three identities agree and every sampled property held.")
+    if report.oracle_changes:
+        out += ["", "### What this change does to the oracle", "",
+                "Read this before approving an oracle change by hand.", "",
+                "| change | subject | before | after | note |", "|---|---|---|---|---|"]
+        out += [f"| `{c.kind}` | `{_cell(c.subject)}` | {_cell(c.before)} | {_cell(c.after)} | {_cell(c.note)} |"
+                for c in report.oracle_changes]
     if report.replay:
         out += ["", "| property | outcome | records |", "|---|---|---|"]
         out += [f"| `{p.name}` | {p.outcome} | {p.records} {p.bound} |" for p in report.replay.properties]
