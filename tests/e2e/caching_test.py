@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 from tests.e2e.repo import Repo
@@ -26,6 +27,8 @@ def test_unrelated_change_replays_nothing_and_a_new_epoch_replays_everything(tmp
     assert "(cached locally)" in replay_line(repo)
 
     pin = json.loads((repo.root / "fixtures/EPOCH").read_text())
-    pin["epoch_id"] = "orders-2026-12-b"
+    # Unique per run: the local cache outlives this test, and an epoch id replayed by an earlier run
+    # would rightly be a cache hit.
+    pin["epoch_id"] = f"orders-{uuid.uuid4().hex[:12]}"
     repo.write("fixtures/EPOCH", json.dumps(pin))
     assert "cached" not in replay_line(repo)  # a new epoch id is a new cache key: everything replays
