@@ -11,6 +11,7 @@ from pants.backend.python.util_rules.interpreter_constraints import InterpreterC
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
 from pants.engine.addresses import Address
 from pants.engine.fs import (
+    EMPTY_DIGEST,
     Digest,
     DigestContents,
     DigestEntries,
@@ -28,6 +29,7 @@ from pants.util.logging import LogLevel
 from epoch_gate.check import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.world import listing_sha256
+from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
     EpochFixtureInputsField,
@@ -104,7 +106,10 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
 
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
-async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup) -> FixtureWorld:
+async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup,
+                                 jail: Jail) -> FixtureWorld:
+    if jail.refusal is not None:
+        return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
     files = await Get(FixtureFiles, FixtureFilesRequest(request.address))
     python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
@@ -113,8 +118,10 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
     argv = [python.path, "-B", "-S", "-s", files.generator_path, "--out", WORLD_DIR]
     for path in files.input_paths:
         argv += ["--input", path]
+    argv, env = jail.wrap(argv, dict(HERMETIC_ENV))
+    sandbox = await Get(Digest, MergeDigests([inputs_only, jail.tools]))
     result = await Get(FallibleProcessResult, Process(
-        argv=argv, input_digest=inputs_only, output_directories=(WORLD_DIR,), env=HERMETIC_ENV,
+        argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
         description=f"Generate the fixture world of {request.address}", level=LogLevel.DEBUG,
     ))
     if result.exit_code != 0:

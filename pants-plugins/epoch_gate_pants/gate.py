@@ -23,6 +23,7 @@ from epoch_gate.freezes import parse_freeze_files
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.subsystems import GateSubsystem
@@ -56,7 +57,7 @@ def _by_name(contents: DigestContents) -> dict[str, bytes]:
 
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   all_targets: AllTargets, dist_dir: DistDir) -> Gate:
+                   all_targets: AllTargets, dist_dir: DistDir, jail: Jail) -> Gate:
     findings: list[Reason] = []
     today, problems = _today(gate)
     findings += problems
@@ -86,14 +87,15 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     freezes, freeze_reasons = parse_freeze_files(_by_name(freeze_files), gate.freezes_dir)
     findings += archive_reasons + freeze_reasons
 
-    identities = Identities(None, None, None)
+    identities = Identities(None, None, None, isolation=jail.isolation.description)
     replay_result, replayed, witnesses = None, (), {}
     if len(suites) == 1:
         run = await Get(ReplayRun, ReplayRequest(suites[0].address))
         findings += run.reasons
         pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
         identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                                manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256)
+                                manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256,
+                                jail.isolation.description)
         if run.result is not None and run.result.exit_code != 0:
             stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",

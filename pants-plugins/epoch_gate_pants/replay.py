@@ -26,12 +26,12 @@ from pants.engine.fs import (
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
-from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from epoch_gate.check import check_replay
 from epoch_gate.reasons import Reason
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
+from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
@@ -69,7 +69,7 @@ class ReplayRun:
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup,
-                                    runner: CoreRunner) -> ReplayRun:
+                                    runner: CoreRunner, jail: Jail) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     epoch, manifest = await MultiGet(
         Get(EpochCheck, EpochCheckRequest(suite.fixture.address)),
@@ -89,17 +89,20 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     # Exactly the world, the manifest, the predicates, the code under test and the runner: the cache key.
     sandbox = await Get(Digest, MergeDigests([
         runner.digest, code.stripped_source_files.snapshot.digest, predicates.snapshot.digest,
-        epoch.world.digest, manifest_only,
+        epoch.world.digest, manifest_only, jail.tools,
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
+    # -S: no site-packages, so nothing of the host's installation reaches the replay.
+    argv, env = jail.wrap(
+        [python.path, "-B", "-S", "-s", "-m", "epoch_gate", "replay", "--manifest", manifest.manifest_path,
+         "--world", WORLD_DIR, "--epoch-id", pin.epoch_id, "--out", REPLAY_DIR,
+         "--max-witnesses", str(max_witnesses)],
+        {**HERMETIC_ENV, "PYTHONPATH": f"{RUNNER_ROOT}:."})
     result = await Get(FallibleProcessResult, Process(
-        # -S: no site-packages, so nothing of the host's installation reaches the replay.
-        argv=[python.path, "-B", "-S", "-s", "-m", "epoch_gate", "replay", "--manifest", manifest.manifest_path,
-              "--world", WORLD_DIR, "--epoch-id", pin.epoch_id, "--out", REPLAY_DIR,
-              "--max-witnesses", str(max_witnesses)],
+        argv=argv,
         input_digest=sandbox,
         output_directories=(REPLAY_DIR,),
-        env=FrozenDict({**HERMETIC_ENV, "PYTHONPATH": f"{RUNNER_ROOT}:."}),
+        env=env,
         description=f"Replay {len(parsed.properties)} sampled properties of {request.address} "
                     f"over epoch {pin.epoch_id}",
         level=LogLevel.DEBUG,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pants.engine.goal import GoalSubsystem
-from pants.option.option_types import SkipOption, StrListOption, StrOption
+from pants.option.option_types import EnumOption, SkipOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import help_text
 
 from epoch_gate.changes import DEFAULT_TRUSTED_REFS
+from epoch_gate.isolation import FIXED_CLOCK_ISO, Mode
 
 
 class GateSubsystem(GoalSubsystem):
@@ -42,6 +43,21 @@ class GateSubsystem(GoalSubsystem):
             clone that cannot prove it is `closed` with `base-unprovable`. Name remote-tracking refs
             that CI fetches from the server, not local branches a change could move. An empty list
             turns the check off.
+            """
+        ),
+    )
+    isolation = EnumOption(
+        default=Mode.AUTO,
+        help=help_text(
+            f"""
+            How the fixture generator and the property replays are jailed. A Pants sandbox is a working
+            directory, not a jail: a process in it can still open the working tree by absolute path or
+            reach the network. With bubblewrap (`[bwrap]`) they run with no view of the working tree and
+            no network, and with libfaketime (`[libfaketime]`) the wall clock stopped at
+            {FIXED_CLOCK_ISO}; a probe checks all three before each Pants run relies on them, and the
+            report names what was used. `auto` jails whenever the probe succeeds and otherwise runs in the
+            plain sandbox; `required` closes the gate (`isolation-unavailable`) unless the jail and the
+            stopped clock both hold; `off` never jails.
             """
         ),
     )

@@ -18,7 +18,7 @@ def make_root(tmp_path: Path, pex_sha: str, pex_size: int) -> Path:
     root = tmp_path / "repo"
     (root / "3rdparty" / "bootstrap").mkdir(parents=True)
     shutil.copy("pants", root / "pants")
-    for name in ("pants-requirements.txt", "pex-requirements.txt"):
+    for name in ("pants-requirements.txt", "pex-requirements.txt", "isolation.txt"):
         shutil.copy(f"3rdparty/bootstrap/{name}", root / "3rdparty" / "bootstrap" / name)
     toml = Path("pants.toml").read_text()
     start = toml.index('known_versions = ["v2.1.137|linux_x86_64|')
@@ -125,3 +125,41 @@ def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) 
                               "import importlib.metadata as m; print(m.version('pantsbuild.pants'))"],
                              capture_output=True, text=True)
     assert version.stdout.strip() == "2.17.1"
+    if debian_archive_has_the_jail():
+        # The jail's tools, taken from the pinned .debs, are the bytes [bwrap] and [libfaketime] pin.
+        for scope, name in (("bwrap", "bwrap"), ("libfaketime", "libfaketime.so.1")):
+            data = (root / ".pants.bootstrap" / "isolation" / name).read_bytes()
+            assert f"|{hashlib.sha256(data).hexdigest()}|{len(data)}" in known_versions(scope), name
+
+
+def debian_archive_has_the_jail() -> bool:
+    if not shutil.which("apt-cache"):
+        return False
+    policy = subprocess.run(["apt-cache", "policy", "bubblewrap"], capture_output=True, text=True).stdout
+    return "0.8.0-2+deb12u1" in policy
+
+
+def known_versions(scope: str) -> str:
+    """The default [scope].known_versions of the plugin's external tool."""
+    source = Path("pants-plugins/epoch_gate_pants/isolation.py").read_text()
+    return source[source.index(f'options_scope = "{scope}"'):].split("default_url_template")[0]
+
+
+def test_a_tampered_jail_package_is_refused_and_the_launch_goes_on(tmp_path: Path) -> None:
+    toml = Path("pants.toml").read_text()
+    row = toml[toml.index("v2.1.137|linux_x86_64|"):].split('"')[0].split("|")
+    root = make_root(tmp_path, row[2], int(row[3]))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "apt-get"  # "downloads" a package whose bytes are not the pinned ones
+    fake.write_text('#!/bin/sh\necho tampered > "bubblewrap_0.8.0-2+deb12u1_amd64.deb"\n')
+    fake.chmod(0o755)
+    if not shutil.which("dpkg-deb"):
+        (bin_dir / "dpkg-deb").symlink_to(shutil.which("true") or "/bin/true")
+    done = run(root, tmp_path / "cache", EPOCH_GATE_BOOTSTRAP_ONLY="1",
+               PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    if shutil.which("dpkg") and subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                                               text=True).stdout.strip() == "amd64":
+        assert "refusing" in done.stderr and "the gate's jail is not provisioned" in done.stderr
+    assert not (root / ".pants.bootstrap" / "isolation").exists()

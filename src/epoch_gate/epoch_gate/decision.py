@@ -35,10 +35,12 @@ class Identities:
     generator_sha256: Optional[str]
     manifest_sha256: Optional[str]
     world_sha256: Optional[str] = None
+    isolation: Optional[str] = None  # what jailed the generator and the replays (epoch_gate.isolation)
 
     def to_json(self) -> dict[str, Optional[str]]:
         return {"epoch_id": self.epoch_id, "generator_sha256": self.generator_sha256,
-                "manifest_sha256": self.manifest_sha256, "world_sha256": self.world_sha256}
+                "manifest_sha256": self.manifest_sha256, "world_sha256": self.world_sha256,
+                "isolation": self.isolation}
 
 
 @dataclass(frozen=True)

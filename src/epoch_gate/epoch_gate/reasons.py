@@ -29,6 +29,7 @@ class Code(enum.Enum):
     INPUT_UNPINNED = "input-unpinned"
     WORLD_MISMATCH = "world-mismatch"
     GENERATOR_FAILED = "generator-failed"
+    ISOLATION_UNAVAILABLE = "isolation-unavailable"
     EPOCH_ID_REUSED = "epoch-id-reused"
     # The manifest and catalog.
     MANIFEST_DIGEST_MISMATCH = "manifest-digest-mismatch"

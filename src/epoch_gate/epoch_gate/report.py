@@ -59,6 +59,8 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
     ]
     if identities.world_sha256:
         lines.append(f"world     sha256 {identities.world_sha256}")
+    if identities.isolation:
+        lines.append(f"isolation {identities.isolation}")
     if witnesses:
         lines.extend(f"witness   {oid} sha256 {digest}" for oid, digest in witnesses)
     else:
@@ -93,6 +95,8 @@ def markdown(report: Report) -> str:
     ids = report.identities
     out.append(f"| epoch | `{ids.epoch_id}` (generator `{ids.generator_sha256}`) |")
     out.append(f"| manifest | `{ids.manifest_sha256}` |")
+    if ids.isolation:
+        out.append(f"| isolation | {_cell(ids.isolation)} |")
     for oid, digest in report.witness_digests():
         out.append(f"| witness `{oid}` | `{digest}` |")
     out.append("")

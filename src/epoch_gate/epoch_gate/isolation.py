@@ -1,0 +1,141 @@
+"""A jail for the generator and the replays: bubblewrap with no working tree, no network, a stopped clock.
+
+A build tool's sandbox is a working directory, not a jail: a process in it can still open the working
+tree by absolute path, reach the network or read the clock. bubblewrap (`bwrap`) runs it in fresh
+namespaces over an empty root that holds only the system's read-only programs and libraries, the Python
+installation and the sandbox itself; libfaketime, preloaded, stops the wall clock at FIXED_CLOCK.
+
+Whether the jail holds is not assumed: a probe runs inside it and reports what it can see (`PROBE`),
+and `judge_probe` turns that report into the isolation a run may claim.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+# The tools, as the caller places them in the sandbox.
+TOOLS_DIR = "__isolation"
+BWRAP = f"{TOOLS_DIR}/bwrap"
+FAKETIME = f"{TOOLS_DIR}/libfaketime.so.1"
+
+# libfaketime's absolute form: the wall clock reads this instant, and stays there.
+FIXED_CLOCK = "2000-01-01 00:00:00"
+FIXED_CLOCK_SECONDS = 946684800
+FIXED_CLOCK_ISO = "2000-01-01T00:00:00Z"
+
+# Read-only views of the host's programs and libraries; a missing one is skipped (`-try`).
+SYSTEM_PATHS = ("/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alternatives")
+
+
+class Mode(enum.Enum):
+    AUTO = "auto"          # jail when the probe shows it holds, else run unjailed and say so
+    REQUIRED = "required"  # jail or close the gate
+    OFF = "off"            # never jail
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str = "{chroot}") -> list[str]:
+    """bwrap's arguments, up to and including `--`. `sandbox` is the process's working directory (Pants
+    substitutes `{chroot}`, which keeps the argv, and so the cache key, independent of where it runs).
+    The build root appears only when a bound folder contains it, and is then hidden under an empty tmpfs."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "jail", "--clearenv"]
+    for path in SYSTEM_PATHS:
+        args += ["--ro-bind-try", path, path]
+    prefixes = sorted({p for p in python_prefixes if not any(_under(p, s) for s in SYSTEM_PATHS)})
+    for prefix in prefixes:
+        args += ["--ro-bind", prefix, prefix]
+    if any(_under(build_root, b) for b in [*SYSTEM_PATHS, *prefixes]):
+        args += ["--tmpfs", build_root]
+        # An interpreter inside the build root (a virtualenv) stays visible; nothing else of the tree does.
+        for prefix in prefixes:
+            if _under(prefix, build_root):
+                args += ["--ro-bind", prefix, prefix]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", sandbox, sandbox,
+             "--chdir", sandbox]
+    return args
+
+
+def jailed_argv(argv: list[str], env: dict[str, str], python_prefixes: Iterable[str], build_root: str,
+                fixed_clock: bool, sandbox: str = "{chroot}") -> list[str]:
+    """`argv` run inside the jail with exactly `env` (bwrap clears the rest), the clock stopped when
+    `fixed_clock` (libfaketime at FAKETIME in the sandbox)."""
+    setenv: list[str] = []
+    jail_env = dict(env)
+    if fixed_clock:
+        # Only the wall clock stops: monotonic time keeps running, so timeouts still expire.
+        jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK,
+                         "DONT_FAKE_MONOTONIC": "1"})
+    for name in sorted(jail_env):
+        setenv += ["--setenv", name, jail_env[name]]
+    return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, "--", *argv]
+
+
+# Run as `python -S -s -c PROBE <build root>` inside the jail; prints one JSON object.
+PROBE = """
+import json, os, socket, sys, time
+root = sys.argv[1]
+try:
+    tree = sorted(os.listdir(root))[:5]
+except OSError:
+    tree = []
+print(json.dumps({"tree": tree, "interfaces": sorted(n for _, n in socket.if_nameindex()),
+                  "clock": time.time()}))
+"""
+
+# Run as `python -S -s -c PREFIXES` outside the jail: the folders the interpreter needs.
+PREFIXES = """
+import json, os, sys
+exe = os.path.realpath(sys.executable)
+print(json.dumps(sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(exe))})))
+"""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The isolation a run used. `jailed` false means the processes ran in a plain sandbox; `failure`,
+    when set, is why the jail could not be used (the gate closes on it when isolation is required)."""
+
+    jailed: bool
+    fixed_clock: bool
+    description: str
+    failure: Optional[str] = None
+
+    @staticmethod
+    def none(why: str) -> Isolation:
+        return Isolation(False, False, f"none ({why})", why)
+
+
+def read_prefixes(stdout: bytes) -> list[str]:
+    """The interpreter's folders from PREFIXES' output; ValueError when it is not a list of absolute paths."""
+    value = json.loads(stdout.decode("utf-8"))
+    if not isinstance(value, list) or not all(isinstance(p, str) and os.path.isabs(p) for p in value):
+        raise ValueError(f"expected a list of absolute paths, found {value!r}")
+    return value
+
+
+def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, clock_wanted: bool) -> Isolation:
+    """What the probe's report lets a run claim: a jail only if the working tree was invisible and the
+    only network interface was loopback; a stopped clock only if the probe read FIXED_CLOCK."""
+    if exit_code != 0:
+        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: {tail[0][:200]})")
+    try:
+        report = json.loads(stdout.decode("utf-8"))
+        tree, interfaces, clock = report["tree"], report["interfaces"], report["clock"]
+    except (ValueError, KeyError, TypeError):
+        return Isolation.none(f"the jail probe printed no report: {stdout[:200]!r}")
+    if tree:
+        return Isolation.none(f"the jail still shows the working tree ({', '.join(map(str, tree))})")
+    if interfaces != ["lo"]:
+        return Isolation.none(f"the jail still has network interfaces {interfaces}")
+    fixed = clock_wanted and isinstance(clock, (int, float)) and abs(clock - FIXED_CLOCK_SECONDS) < 1
+    clock_text = f"clock stopped at {FIXED_CLOCK_ISO}" if fixed else "host clock (libfaketime unavailable)"
+    return Isolation(True, fixed, f"{version}: no working tree, no network, {clock_text}")
