@@ -12,6 +12,7 @@ from pants.backend.python import register as python_backend
 from pants.build_graph.address import Address
 from pants.core import register as core_backend
 from pants.core.goals.test import TestResult
+from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
@@ -19,6 +20,7 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.reasons import Code
 from epoch_gate_pants import register
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
+from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import (
     ReplayRequest,
@@ -59,14 +61,36 @@ CATALOG = """properties:
 """
 
 
-def local_pex() -> str:
-    """The pex tool the launcher built (GitHub, Pants' default source, is unreachable here)."""
+def bootstrapped(name: str, sha256: str) -> str:
+    """A tool the launcher built or provisioned, by its pinned digest (GitHub, where Pants would fetch
+    pex from, is unreachable here; bubblewrap and libfaketime come from Debian's archive)."""
     roots = [os.environ.get("EPOCH_GATE_CACHE", ""), os.path.expanduser("~/.cache/epoch_gate/bootstrap")]
     for root in roots:
-        for candidate in sorted(glob.glob(os.path.join(root, "*", "pex-v2.1.137"))):
-            if hashlib.sha256(Path(candidate).read_bytes()).hexdigest() == PEX_SHA:
+        for candidate in sorted(glob.glob(os.path.join(root, "*", name))):
+            if hashlib.sha256(Path(candidate).read_bytes()).hexdigest() == sha256:
                 return candidate
-    pytest.skip("no bootstrapped pex tool (run ./pants once)")
+    pytest.skip(f"no bootstrapped {name} (run ./pants once)")
+
+
+BWRAP_SHA = "85580dd52ed366ece8844e90fa75ac7c4de8802963071344e123221fb9f6f11e"
+FAKETIME_SHA = "45c4822a7516e9c41ec1b5498b0f08665ba4877330e9e9573c1213d16d6629a0"
+
+
+def jail_options() -> list[str]:
+    return [f"--bwrap-url-template=file://{bootstrapped('isolation/bwrap', BWRAP_SHA)}",
+            f"--libfaketime-url-template=file://{bootstrapped('isolation/libfaketime.so.1', FAKETIME_SHA)}"]
+
+
+def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
+    # No jail unless a test asks for one: /usr/bin/bwrap may or may not exist on the host.
+    tools = jail_options() if jailed else ["--bwrap-url-template=file:///nonexistent/bwrap"]
+    runner.set_options(
+        ["--pex-cli-version=v2.1.137", f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
+         f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
+         "--python-interpreter-constraints=['CPython==3.9.*']", "--source-root-patterns=['/', '/src']",
+         "--python-bootstrap-search-path=['<PYENV>', '<PATH>']", *tools, *extra],
+        env_inherit={"PATH", "PYENV_ROOT", "HOME"},
+    )
 
 
 @pytest.fixture
@@ -76,18 +100,13 @@ def rule_runner(tmp_path: Path) -> RuleRunner:
             *register.rules(), *python_backend.rules(), *core_backend.rules(),
             QueryRule(EpochCheck, [EpochCheckRequest]), QueryRule(FixtureWorld, [FixtureWorldRequest]),
             QueryRule(ManifestFiles, [ManifestFilesRequest]), QueryRule(ProtectedPaths, []),
-            QueryRule(ReplayRun, [ReplayRequest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]),
+            QueryRule(ReplayRun, [ReplayRequest]), QueryRule(Jail, []),
+            QueryRule(DigestContents, [Digest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]),
         ],
         target_types=[*register.target_types(), *python_backend.target_types(), *core_backend.target_types()],
         bootstrap_args=[f"--local-store-dir={tmp_path / 'store'}", f"--named-caches-dir={tmp_path / 'named'}"],
     )
-    runner.set_options(
-        ["--pex-cli-version=v2.1.137", f"--pex-cli-url-template=file://{local_pex()}",
-         f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
-         "--python-interpreter-constraints=['CPython==3.9.*']", "--source-root-patterns=['/', '/src']",
-         "--python-bootstrap-search-path=['<PYENV>', '<PATH>']"],
-        env_inherit={"PATH", "PYENV_ROOT", "HOME"},
-    )
+    configure(runner)
     return runner
 
 
@@ -144,6 +163,64 @@ def test_generator_failure_is_a_reason(rule_runner: RuleRunner) -> None:
     rule_runner.write_files({"fixtures/gen.py": "raise SystemExit('no world today')\n"})
     world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
     assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED
+
+
+# Reads a working-tree file by absolute path, which a plain sandbox allows.
+PEEKING_GENERATOR = """
+import argparse, os
+parser = argparse.ArgumentParser()
+parser.add_argument("--out")
+parser.add_argument("--input", action="append")
+args = parser.parse_args()
+os.makedirs(args.out)
+with open(os.path.join(args.out, "world.txt"), "w") as out:
+    out.write(open("{root}/src/payments_lib.py").read())
+"""
+
+
+def peeking_world(runner: RuleRunner) -> tuple[FixtureWorld, bytes]:
+    write_repo(runner)
+    runner.write_files({"fixtures/gen.py": PEEKING_GENERATOR.replace("{root}", runner.build_root)})
+    world = runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
+    contents = runner.request(DigestContents, [world.digest])
+    return world, b"".join(c.content for c in contents)
+
+
+def test_a_jailed_generator_cannot_read_the_working_tree(rule_runner: RuleRunner) -> None:
+    configure(rule_runner, jailed=True)
+    jail = rule_runner.request(Jail, [])
+    assert jail.isolation.jailed and jail.isolation.fixed_clock, jail.isolation
+    world, _ = peeking_world(rule_runner)
+    assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED
+    assert "No such file or directory" in world.failure.message
+
+    # The same generator, unjailed, reads the working tree: the jail is what stopped it.
+    configure(rule_runner, "--gate-isolation=off", jailed=True)
+    world, data = peeking_world(rule_runner)
+    assert world.failure is None and b"def refundable" in data
+
+
+def test_the_jail_stops_the_clock(rule_runner: RuleRunner) -> None:
+    configure(rule_runner, jailed=True)
+    write_repo(rule_runner)
+    rule_runner.write_files({"fixtures/gen.py": GENERATOR.replace(
+        'os.makedirs(args.out)', 'os.makedirs(args.out)\nimport time\n'
+        'open(os.path.join(args.out, "clock"), "w").write(str(time.time()))')})
+    world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
+    contents = {c.path: c.content for c in rule_runner.request(DigestContents, [world.digest])}
+    assert contents["__world/clock"] == b"946684800.0"
+
+
+def test_required_isolation_without_bubblewrap_runs_nothing(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    request = FixtureWorldRequest(Address("fixtures", target_name="epoch"))
+    # auto: no bubblewrap, so the plain sandbox, and the report says so.
+    assert rule_runner.request(Jail, []).isolation.description.startswith("none (bubblewrap unavailable")
+    assert rule_runner.request(FixtureWorld, [request]).failure is None
+    configure(rule_runner, "--gate-isolation=required")
+    world = rule_runner.request(FixtureWorld, [request])
+    assert world.failure is not None and world.failure.code is Code.ISOLATION_UNAVAILABLE
+    assert "bubblewrap unavailable" in world.failure.found
 
 
 def test_manifest_check_catches_a_resealed_manifest(rule_runner: RuleRunner) -> None:

@@ -49,13 +49,14 @@ def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str
             "--hostname", "jail", "--clearenv"]
     for path in SYSTEM_PATHS:
         args += ["--ro-bind-try", path, path]
-    prefixes = sorted({p for p in python_prefixes if not any(_under(p, s) for s in SYSTEM_PATHS)})
+    wanted = sorted(set(python_prefixes))
+    prefixes = [p for p in wanted if not any(_under(p, s) for s in SYSTEM_PATHS)]
     for prefix in prefixes:
         args += ["--ro-bind", prefix, prefix]
     if any(_under(build_root, b) for b in [*SYSTEM_PATHS, *prefixes]):
         args += ["--tmpfs", build_root]
         # An interpreter inside the build root (a virtualenv) stays visible; nothing else of the tree does.
-        for prefix in prefixes:
+        for prefix in wanted:
             if _under(prefix, build_root):
                 args += ["--ro-bind", prefix, prefix]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", sandbox, sandbox,
