@@ -1,0 +1,42 @@
+"""Two gates at once on one repository: the same verdict, and a report and witnesses that are whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.e2e.repo import Repo
+
+REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
+              "    if already + minor > payment.authorized.minor:")
+
+
+def test_two_gates_at_once_agree_and_corrupt_nothing(tmp_path: Path) -> None:
+    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+    base = repo.head()
+    repo.edit(*REFUND_BUG)  # a failing property, so both runs write the same witness files
+    repo.commit("refund against the authorization")
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: repo.pants(f"--changed-since={base}", "gate"), range(2)))
+    for done in runs:
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert done.stdout.splitlines()[-1] == "verdict   closed"
+    assert runs[0].stdout == runs[1].stdout
+
+    out = repo.root / "dist" / "gate"
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "closed" and {r["code"] for r in report["reasons"]} == {"property-failed"}
+    for witness in report["identities"]["witnesses"]:
+        data = (out / "observations" / f"{witness['observation_id']}.bin").read_bytes()
+        assert hashlib.sha256(data).hexdigest() == witness["witness_sha256"]
+        json.loads((out / "observations" / f"{witness['observation_id']}.json").read_text())
+    assert report["identities"]["witnesses"]
+
+    # A third, alone, writes byte for byte what the concurrent pair left.
+    left = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    alone = repo.pants(f"--changed-since={base}", "gate")
+    assert alone.returncode == 1 and alone.stdout == runs[0].stdout
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == left
