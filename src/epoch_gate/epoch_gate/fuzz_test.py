@@ -1,5 +1,9 @@
-"""Property-based: arbitrary bytes as any artifact parse or become a reason, never an exception; and the
-verdict is monotone (more failure or less evidence never improves it)."""
+"""Property-based: arbitrary bytes, and valid artifacts with arbitrary edits, parse or become a reason,
+never an exception; evidence that produced a reason never yields `eligible`; and the verdict is monotone
+(more failure or less evidence never improves it).
+
+`./pants test` runs the `ci` profile (EPOCH_GATE_FUZZ_EXAMPLES, default 200 per test); the fuzz job runs
+EPOCH_GATE_FUZZ_EXAMPLES=10000 (docs/reliability.md has the command and the figures)."""
 
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ import os
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from epoch_gate.catalog import parse_catalog
+from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.manifest import parse_manifest, sample
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin, check_replay
 from epoch_gate.decision import Evidence, Identities, Label, decide
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.observations import make_observation, parse_observation_files
-from epoch_gate.reasons import EvidenceError
+from epoch_gate.pin import Pin, PinnedFile
+from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
 from epoch_gate.replay import PropertyOutcome, ReplayResult
 
 settings.register_profile("ci", max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),
@@ -63,6 +70,95 @@ def test_any_replay_output(files: dict[str, bytes]) -> None:
 def test_any_evidence_folder(files: dict[str, bytes]) -> None:
     parse_observation_files(files, "observations", "archive")
     parse_freeze_files(files, "freezes")
+
+
+def mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    """Applies (kind, position, byte) edits: 0 replaces, 1 inserts, 2 deletes a byte."""
+    out = bytearray(data)
+    for kind, position, byte in edits:
+        at = position % (len(out) + 1)
+        if kind == 1 or not out:
+            out.insert(at, byte)
+        elif kind == 0:
+            out[at % len(out)] = byte
+        else:
+            del out[at % len(out)]
+    return bytes(out)
+
+
+edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1,
+                 max_size=4)
+GENERATOR_SHA = sha256_bytes(b"generator")
+INPUT_SHA = sha256_bytes(b"input")
+VALID_PIN = Pin("e1", PinnedFile("g.py", GENERATOR_SHA), (PinnedFile("in.json", INPUT_SHA),)).to_bytes()
+CATALOG_BYTES = b"""properties:
+  - name: p
+    bound: b
+    predicate: checks.props:p
+    description: One.
+  - name: q
+    bound: b
+    predicate: checks.props:q
+    description: Two.
+"""
+VALID_MANIFEST = sample(parse_catalog(CATALOG_BYTES, "c"), 7, 1).to_bytes()
+VALID_FREEZE = Freeze("f.json", "p-" + "a" * 24, "e1", datetime.date(2027, 1, 1), "r").to_bytes()
+
+
+@given(edits)
+def test_an_edited_pin_is_the_pin_or_a_reason(change: list[tuple[int, int, int]]) -> None:
+    data = mutate(VALID_PIN, change)
+    checked = check_pin(pin_path="EPOCH", pin_bytes=data, generator="g.py", generator_sha256=GENERATOR_SHA,
+                        inputs={"in.json": INPUT_SHA})
+    if not checked.reasons:
+        # Accepted: then it pins exactly the loaded bytes (only the epoch id's spelling may differ).
+        assert checked.pin is not None and checked.pin.generator == PinnedFile("g.py", GENERATOR_SHA)
+        assert checked.pin.inputs == (PinnedFile("in.json", INPUT_SHA),)
+
+
+@given(edits, st.booleans())
+def test_an_edited_manifest_or_catalog_is_the_draw_or_a_reason(change: list[tuple[int, int, int]],
+                                                                 catalog: bool) -> None:
+    manifest = VALID_MANIFEST if catalog else mutate(VALID_MANIFEST, change)
+    catalog_bytes = mutate(CATALOG_BYTES, change) if catalog else CATALOG_BYTES
+    checked = check_manifest(manifest_path="m", manifest_bytes=manifest, catalog_path="c",
+                             catalog_bytes=catalog_bytes)
+    if not checked.reasons:
+        # Accepted: the same draw and digest (JSON whitespace is not identity: the digest is over the
+        # canonical body), and the catalog still defines every sampled property as drawn.
+        original = parse_manifest(VALID_MANIFEST, "m")
+        assert checked.manifest is not None
+        assert (checked.manifest.seed, checked.manifest.properties, checked.manifest.manifest_sha256) == (
+            original.seed, original.properties, original.manifest_sha256)
+
+
+@given(edits, st.booleans())
+def test_an_edited_observation_is_the_observation_or_a_reason(change: list[tuple[int, int, int]],
+                                                              witness: bool) -> None:
+    data = canonical_json(FLAKE.to_json()) + b"\n"  # as write_observation stores it
+    files = {f"{FLAKE.id}.json": data if witness else mutate(data, change),
+             f"{FLAKE.id}.bin": mutate(b"w", change) if witness else b"w"}
+    found, reasons = parse_observation_files(files, "observations", "archive")
+    for observation in found:
+        assert observation.id == FLAKE.id and observation.witness_sha256 == sha256_bytes(b"w")
+    assert found or reasons
+
+
+@given(edits)
+def test_an_edited_freeze_is_the_freeze_or_a_reason(change: list[tuple[int, int, int]]) -> None:
+    found, reasons = parse_freeze_files({"f.json": mutate(VALID_FREEZE, change)}, "freezes")
+    assert len(found) + len(reasons) == 1
+
+
+closed_codes = st.sampled_from([c for c in Code if c.severity is Severity.CLOSED])
+
+
+@given(st.lists(closed_codes, min_size=1, max_size=3), st.booleans(), st.booleans(), st.booleans())
+def test_evidence_with_any_closed_finding_is_never_eligible(codes: list[Code], flaky: bool, frozen: bool,
+                                                            archive: bool) -> None:
+    findings = tuple(Reason(c, "x", "e", "f", "m") for c in codes)
+    evidence = dataclasses.replace(_evidence(flaky, False, frozen, False, archive), findings=findings)
+    assert decide(evidence).label is Label.CLOSED
 
 
 TODAY = datetime.date(2026, 12, 2)
