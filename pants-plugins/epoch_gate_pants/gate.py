@@ -15,7 +15,8 @@ from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.engine.target import AllTargets
 from pants.vcs.changed import Changed
 
-from epoch_gate import report
+from epoch_gate import annotations, report
+from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, protected_changes, read_at
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Identities, decide
@@ -23,6 +24,7 @@ from epoch_gate.freezes import parse_freeze_files
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -123,9 +125,15 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     result = report.Report(verdict, identities, merge_base, changed_set, protected.as_set(), replay_result,
                            observations, oracle)
     files = report.output_files(result, witnesses)
+    try:
+        files[STATEMENT_FILE] = statement_bytes(result, reviewed_tree(root), files["report.json"])
+    except EvidenceError as error:  # the verdict is already closed: without git there is no changed set
+        logger.warning(f"no {STATEMENT_FILE}: {error.reason.message}")
     digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
     workspace.write_digest(digest, clear_paths=(out,))
     for line in report.console_lines(result):
+        console.print_stdout(line)
+    for line in annotations.lines(result.to_json(), gate.annotations):
         console.print_stdout(line)
     console.print_stderr(f"report: {out}/report.json ({out}/report.md)")
     return Gate(exit_code=verdict.label.exit_code)

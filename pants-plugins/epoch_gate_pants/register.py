@@ -1,9 +1,9 @@
 """The epoch_gate backend: `epoch_fixture`, `property_manifest` and `sampled_properties` targets; the
-`gate`, `pin-epoch` and `sample-properties` goals; sampled-property replays in `pants test`."""
+`gate`, `gate-codeowners`, `pin-epoch` and `sample-properties` goals; `tailor` proposals; sampled-property replays in `pants test`."""
 
 from __future__ import annotations
 
-from epoch_gate_pants import fixture, gate, isolation, protected, replay, reviewer, runner, suite
+from epoch_gate_pants import codeowners, fixture, gate, isolation, protected, replay, reviewer, runner, suite, tailor
 from epoch_gate_pants.target_types import target_types as _target_types
 
 
@@ -12,5 +12,5 @@ def target_types() -> list:
 
 
 def rules() -> list:
-    return [*fixture.rules(), *gate.rules(), *isolation.rules(), *protected.rules(), *replay.rules(), *reviewer.rules(),
-            *runner.rules(), *suite.rules()]
+    return [*codeowners.rules(), *fixture.rules(), *gate.rules(), *isolation.rules(), *protected.rules(),
+            *replay.rules(), *reviewer.rules(), *runner.rules(), *suite.rules(), *tailor.rules()]

@@ -11,6 +11,7 @@ import pytest
 from pants.backend.python import register as python_backend
 from pants.build_graph.address import Address
 from pants.core import register as core_backend
+from pants.core.goals.tailor import TailorGoal
 from pants.core.goals.test import TestResult
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import QueryRule
@@ -19,6 +20,7 @@ from pants.testutil.rule_runner import RuleRunner
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.reasons import Code
 from epoch_gate_pants import register
+from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
@@ -266,3 +268,62 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     result = rule_runner.request(TestResult, [SampledPropertiesTestRequest.Batch(
         "", (SampledPropertiesFieldSet.create(target),), None)])
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
+
+
+def test_tailor_proposes_the_oracle_targets_from_a_generator_and_a_catalog(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files({
+        "fixtures/generate_orders.py": GENERATOR,
+        "fixtures/orders/base.json": '{"count": 5}\n',
+        "checks/orders_properties.py": PREDICATES,
+        "checks/catalog.yaml": CATALOG,
+    })
+    result = rule_runner.run_goal_rule(TailorGoal, args=["::"])
+    assert result.exit_code == 0, result.stderr
+    fixtures, checks = rule_runner.read_file("fixtures/BUILD"), rule_runner.read_file("checks/BUILD")
+    assert 'epoch_fixture(\n    name="orders_epoch",\n    generator="generate_orders.py",\n' \
+           '    inputs=[\n        "orders/base.json",\n    ],\n)' in fixtures
+    assert 'property_manifest(\n    name="manifest",\n)' in checks
+    assert ('sampled_properties(\n    name="properties",\n    fixture="fixtures:orders_epoch",\n'
+            '    manifest="checks:manifest",\n    dependencies=[\n        "checks/orders_properties.py",\n'
+            '    ],\n)') in checks
+
+    # Declared now: a second run proposes none of them again.
+    result = rule_runner.run_goal_rule(TailorGoal, args=["--check", "::"])
+    assert "epoch_fixture" not in result.stdout + result.stderr
+    assert "sampled_properties" not in result.stdout + result.stderr
+
+
+def test_tailor_reads_an_existing_pin(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    build = rule_runner.read_file("fixtures/BUILD")
+    rule_runner.write_files({"fixtures/BUILD": "", "fixtures/gen.py": GENERATOR})
+    result = rule_runner.run_goal_rule(TailorGoal, args=["fixtures::"])
+    assert result.exit_code == 0, result.stderr
+    proposed = rule_runner.read_file("fixtures/BUILD")
+    assert "# From the pin of epoch e1." in proposed
+    assert 'epoch_fixture(\n    name="gen_epoch",\n    generator="gen.py",\n    inputs=[\n        "base.json",\n' \
+           '    ],\n)' in proposed, proposed
+    assert build  # what write_repo declared by hand, for comparison
+    rule_runner.write_files({"fixtures/BUILD": ""})
+    rule_runner.run_goal_rule(TailorGoal, args=["--gate-tailor=false", "fixtures::"])
+    assert "epoch_fixture" not in rule_runner.read_file("fixtures/BUILD")
+
+
+def test_codeowners_cover_the_protected_set_and_check_the_file(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    refused = rule_runner.run_goal_rule(GateCodeowners, args=[])
+    assert refused.exit_code == 1 and "refused [artifact-missing]" in refused.stderr
+    result = rule_runner.run_goal_rule(GateCodeowners, args=["--gate-codeowners-owners=['@org/oracle']"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    protected = rule_runner.request(ProtectedPaths, [])
+    assert lines[1:-1] == [f"/{entry} @org/oracle" for entry in protected.as_set().sorted_entries()]
+    assert "/fixtures/EPOCH @org/oracle" in lines and "/observations/ @org/oracle" in lines
+
+    rule_runner.write_files({".github/CODEOWNERS": "* @everyone\n" + result.stdout})
+    check = ["--gate-codeowners-owners=['@org/oracle']", "--gate-codeowners-check=.github/CODEOWNERS"]
+    assert rule_runner.run_goal_rule(GateCodeowners, args=check).exit_code == 0
+    rule_runner.write_files({"checks/extra_properties.py": "", "checks/BUILD": rule_runner.read_file("checks/BUILD")
+                             .replace('predicates=["props.py"]', 'predicates=["props.py", "extra_properties.py"]')})
+    stale = rule_runner.run_goal_rule(GateCodeowners, args=check)
+    assert stale.exit_code == 1 and "refused [artifact-malformed] .github/CODEOWNERS" in stale.stderr

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pants.engine.goal import GoalSubsystem
-from pants.option.option_types import EnumOption, SkipOption, StrListOption, StrOption
+from pants.option.option_types import BoolOption, EnumOption, SkipOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import help_text
 
+from epoch_gate.annotations import Style
 from epoch_gate.changes import DEFAULT_TRUSTED_REFS
 from epoch_gate.isolation import FIXED_CLOCK_ISO, Mode
 
@@ -18,7 +19,8 @@ class GateSubsystem(GoalSubsystem):
         Decide whether the change is merge-eligible: `eligible` (exit 0) only when the fixture epoch
         pin, the property-manifest digest and the witness digest of every flake freeze agree; `closed`
         (exit 1) when anything does not; `hold` (exit 2) when every remaining flake is covered by a
-        valid freeze. Writes `report.json`, `report.md` and the witnesses under `dist/gate/`.
+        valid freeze. Writes `report.json`, `report.md`, the witnesses and an unsigned in-toto
+        Statement of the verdict (`statement.intoto.json`) under `dist/gate/`.
         """
     )
 
@@ -83,6 +85,27 @@ class GateSubsystem(GoalSubsystem):
     today = StrOption(
         default=None,
         help="The ISO date freezes expire against (default: today in UTC). Set it to replay a past verdict.",
+    )
+    annotations = EnumOption(
+        default=Style.NONE,
+        help=help_text(
+            """
+            Also print one CI annotation per reason, on the file concerned: `github` prints GitHub
+            Actions workflow commands (set `PANTS_GATE_ANNOTATIONS=github` in the workflow), `plain`
+            prints `path: severity [code] message` lines. The core's `epoch-gate annotations
+            dist/gate/report.json` prints the same from a report.
+            """
+        ),
+    )
+    tailor = BoolOption(
+        default=True,
+        help=help_text(
+            """
+            Let `pants tailor` propose `epoch_fixture` targets (beside an `EPOCH` pin, or a
+            `generate_*.py` generator before the first pin), `property_manifest` targets (beside a
+            `catalog.yaml`) and, when there is one of each, the `sampled_properties` suite.
+            """
+        ),
     )
     output_dir = StrOption(
         default="gate",

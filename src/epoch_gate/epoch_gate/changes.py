@@ -78,7 +78,7 @@ def _run_git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
                    expected="a working git", found=type(exc).__name__) from None
 
 
-def _git(root: Path, *args: str) -> str:
+def git_text(root: Path, *args: str) -> str:
     done = _run_git(root, *args)
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -118,7 +118,7 @@ def resolve_base(root: Path, base: str) -> str:
                    f"base {base!r} does not resolve to a commit (a typo, or a shallow clone: fetch it, "
                    "e.g. `git fetch --unshallow origin`)",
                    expected="a commit", found=base)
-    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()
+    head = git_text(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()
     done = _run_git(root, "merge-base", commit, head)
     merge_base = done.stdout.decode().strip()
     if done.returncode != 0 or not merge_base:
@@ -161,7 +161,7 @@ def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> N
 def changed_paths(root: Path, base: str) -> tuple[str, tuple[ChangedPath, ...]]:
     """(merge-base commit, every path differing from it: committed, staged, unstaged, untracked)."""
     commit = resolve_base(root, base)
-    diff = _git(root, "-c", "core.quotepath=off", "diff", "--no-renames", "--no-ext-diff", "--name-status",
+    diff = git_text(root, "-c", "core.quotepath=off", "diff", "--no-renames", "--no-ext-diff", "--name-status",
                 "-z", commit, "--")
     fields = diff.split("\0")
     changed: dict[str, str] = {}
@@ -169,7 +169,7 @@ def changed_paths(root: Path, base: str) -> tuple[str, tuple[ChangedPath, ...]]:
         if status:
             changed[path] = STATUS_NAMES.get(status[0], status)
     # Mode changes (e.g. +x) show as M above; symlink swaps as T.
-    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "-z")
+    untracked = git_text(root, "ls-files", "--others", "--exclude-standard", "-z")
     for path in untracked.split("\0"):
         if path:
             changed.setdefault(path, "untracked")

@@ -119,6 +119,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
     from epoch_gate.reasons import Code, EvidenceError, Reason
     from epoch_gate.strictjson import read_bytes
+    from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
+    from epoch_gate.tree import reviewed_tree
 
     root = Path(args.root)
     findings: list[Reason] = []
@@ -195,10 +197,32 @@ def cmd_check(args: argparse.Namespace) -> int:
                             args.observations)
         oracle = oracle_changes(paths, changed, lambda p: read_at(root, base, p), lambda p: read_file(root, p))
     result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations, oracle)
-    for rel, data in report.output_files(result, dict(replayed.witnesses)).items():
+    files = report.output_files(result, dict(replayed.witnesses))
+    try:
+        files[STATEMENT_FILE] = statement_bytes(result, reviewed_tree(root), files["report.json"])
+    except EvidenceError as error:  # no git (a --changed-file run): no tree to attest, said once
+        print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
+    for rel, data in files.items():
         replace_file(out / rel, data)
     print("\n".join(report.console_lines(result)))
     return verdict.label.exit_code
+
+
+def cmd_annotations(args: argparse.Namespace) -> int:
+    import json
+
+    from epoch_gate.annotations import Style, lines
+
+    try:
+        value = json.loads(Path(args.report).read_bytes())
+        if not isinstance(value, dict) or not isinstance(value.get("reasons"), list):
+            raise ValueError("no reasons list")
+    except (OSError, ValueError) as exc:
+        print(f"refused [artifact-malformed] {args.report}: not a readable report.json ({exc})", file=sys.stderr)
+        return 1
+    for line in lines(value, Style(args.format)):
+        print(line)
+    return 0
 
 
 def cmd_identities(args: argparse.Namespace) -> int:
@@ -277,6 +301,11 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--today", type=_date, default=datetime.datetime.now(datetime.timezone.utc).date())
     chk.add_argument("--report-dir", default="dist/gate")
     chk.set_defaults(run=cmd_check)
+
+    ann = sub.add_parser("annotations", help="print one CI annotation per reason of a report.json")
+    ann.add_argument("report", help="the gate's report.json")
+    ann.add_argument("--format", choices=["github", "plain"], default="github")
+    ann.set_defaults(run=cmd_annotations)
 
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")

@@ -87,3 +87,19 @@ def test_module_entry_point(project: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-m", "epoch_gate", "--version"], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and done.stdout.startswith("epoch-gate ")
+
+
+def test_check_in_a_git_checkout_attests_the_reviewed_tree(project: Path) -> None:
+    from epoch_gate.attestation import layout_problems
+    from epoch_gate.tree_test import git, make_repo
+
+    make_repo(project)
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
+    assert main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
+                 "--trust-any-base", "--today", "2026-12-02"]) == 1  # no replay: closed, and attested as such
+    statement = json.loads((project / "dist/gate/statement.intoto.json").read_text())
+    assert layout_problems(statement) == []
+    assert statement["predicate"]["verdict"] == "closed"
+    assert statement["predicate"]["head_commit"] == git(project, "rev-parse", "HEAD")
+    assert statement["subject"][0]["digest"] == {"gitTree": statement["subject"][0]["digest"]["gitTree"]}

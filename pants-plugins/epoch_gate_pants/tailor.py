@@ -1,0 +1,164 @@
+"""`pants tailor`: propose `epoch_fixture`, `property_manifest` and `sampled_properties` targets.
+
+An `epoch_fixture` is proposed where an `EPOCH` pin exists (its generator and inputs are read from the
+pin) or, before the first pin, beside a `generate_*.py` generator, with the data files under its folder
+as inputs. A `property_manifest` is proposed beside a `catalog.yaml`, and a `sampled_properties` suite
+when the repository then has exactly one of each and no suite yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from pants.core.goals.tailor import PutativeTarget, PutativeTargets, PutativeTargetsRequest
+from pants.engine.fs import DigestContents, PathGlobs, Paths
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import AllTargets
+from pants.engine.unions import UnionRule
+from pants.util.logging import LogLevel
+
+from epoch_gate.pin import parse_pin
+from epoch_gate.reasons import EvidenceError
+from epoch_gate_pants.subsystems import GateSubsystem
+from epoch_gate_pants.target_types import (
+    EpochFixtureGeneratorField,
+    EpochFixturePinField,
+    EpochFixtureTarget,
+    PropertyManifestCatalogField,
+    PropertyManifestSourceField,
+    PropertyManifestTarget,
+    SampledPropertiesTarget,
+)
+
+logger = logging.getLogger(__name__)
+
+PIN = EpochFixturePinField.default
+CATALOGS = ("catalog.yaml", "catalog.yml")
+GENERATORS = "generate_*.py"
+PREDICATES = "*_properties.py"
+NOT_INPUTS = (".py", ".pyc")
+
+
+@dataclass(frozen=True)
+class PutativeEpochGateTargetsRequest(PutativeTargetsRequest):
+    pass
+
+
+def _address(ptgt: PutativeTarget) -> str:
+    return f"{ptgt.path}:{ptgt.name}" if ptgt.path else f"//:{ptgt.name}"
+
+
+def _relative(path: str, folder: str) -> str | None:
+    """`path` relative to `folder`, or None when it lies outside (a BUILD file cannot reach up)."""
+    if not folder:
+        return path
+    return path[len(folder) + 1:] if path.startswith(folder + "/") else None
+
+
+def _is_input(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return not (name.endswith(NOT_INPUTS) or name.startswith(("BUILD", ".")) or name == PIN
+                or "__pycache__" in path)
+
+
+def _fixture_name(generator: str) -> str:
+    stem = PurePosixPath(generator).stem
+    return (stem[len("generate_"):] if stem.startswith("generate_") else stem) + "_epoch"
+
+
+def _from_pin(folder: str, pin_path: str, data: bytes) -> PutativeTarget | None:
+    try:
+        pin = parse_pin(data, pin_path)
+    except EvidenceError as error:
+        logger.warning(f"tailor: not proposing an epoch_fixture for {pin_path}: {error.reason.message}")
+        return None
+    generator = _relative(pin.generator.path, folder)
+    inputs = [_relative(i.path, folder) for i in pin.inputs]
+    if generator is None or None in inputs:
+        logger.warning(f"tailor: {pin_path} names files outside {folder or 'the build root'}; declare it by hand")
+        return None
+    kwargs: dict = {"generator": generator}
+    if inputs:
+        kwargs["inputs"] = tuple(i for i in inputs if i)
+    return PutativeTarget.for_target_type(EpochFixtureTarget, folder, _fixture_name(generator), [PIN], kwargs,
+                                          comments=[f"# From the pin of epoch {pin.epoch_id}."])
+
+
+def _from_generator(folder: str, generator: str, inputs: list[str], alone: bool) -> PutativeTarget:
+    name = PurePosixPath(generator).name
+    kwargs: dict = {"generator": name}
+    comments = ["# Before `pants pin-epoch`: check that the inputs are exactly what the generator reads."]
+    if alone and inputs:
+        kwargs["inputs"] = tuple(sorted(inputs))
+    elif not alone:
+        comments = ["# Several generators share this folder: list the inputs this one reads."]
+    return PutativeTarget.for_target_type(EpochFixtureTarget, folder, _fixture_name(name), [name], kwargs,
+                                          comments=comments)
+
+
+@rule(level=LogLevel.DEBUG, desc="Determine candidate epoch_gate targets to create")
+async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequest, all_targets: AllTargets,
+                                           gate: GateSubsystem) -> PutativeTargets:
+    if not gate.tailor:
+        return PutativeTargets()
+    fixtures = [t for t in all_targets if isinstance(t, EpochFixtureTarget)]
+    manifests = [t for t in all_targets if isinstance(t, PropertyManifestTarget)]
+    claimed = {os.path.join(t.address.spec_path, t[f].value) for t in fixtures
+               for f in (EpochFixturePinField, EpochFixtureGeneratorField) if t[f].value}
+    claimed |= {os.path.join(t.address.spec_path, t[f].value) for t in manifests
+                for f in (PropertyManifestCatalogField, PropertyManifestSourceField) if t[f].value}
+
+    found = await Get(Paths, PathGlobs, request.path_globs(PIN, GENERATORS, *CATALOGS))
+    unclaimed = [p for p in found.files if p not in claimed]
+    pins = [p for p in unclaimed if PurePosixPath(p).name == PIN]
+    pin_contents = await Get(DigestContents, PathGlobs(pins)) if pins else ()
+    proposals: list[PutativeTarget] = []
+    pinned_folders = set()
+    for content in pin_contents:
+        folder = os.path.dirname(content.path)
+        ptgt = _from_pin(folder, content.path, content.content)
+        if ptgt:
+            proposals.append(ptgt)
+            pinned_folders.add(folder)
+            claimed.add(os.path.join(folder, ptgt.kwargs["generator"]))
+
+    generators: dict[str, list[str]] = {}
+    for path in unclaimed:
+        if PurePosixPath(path).match(GENERATORS) and path not in claimed:
+            generators.setdefault(os.path.dirname(path), []).append(path)
+    for folder, paths in sorted(generators.items()):
+        if folder in pinned_folders:
+            continue
+        listing = await Get(Paths, PathGlobs([os.path.join(folder, "**")]))
+        inputs = [p for p in (_relative(f, folder) for f in listing.files if _is_input(f) and f not in claimed) if p]
+        proposals += [_from_generator(folder, path, inputs, len(paths) == 1) for path in sorted(paths)]
+
+    for path in unclaimed:
+        name = PurePosixPath(path).name
+        if name in CATALOGS:
+            kwargs = {} if name == PropertyManifestCatalogField.default else {"catalog": name}
+            proposals.append(PutativeTarget.for_target_type(PropertyManifestTarget, os.path.dirname(path),
+                                                            "manifest", [name], kwargs))
+
+    proposed_fixtures = [p for p in proposals if p.type_alias == EpochFixtureTarget.alias]
+    proposed_manifests = [p for p in proposals if p.type_alias == PropertyManifestTarget.alias]
+    suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
+    if not suites and len(fixtures) + len(proposed_fixtures) == 1 and len(manifests) + len(proposed_manifests) == 1:
+        fixture = _address(proposed_fixtures[0]) if proposed_fixtures else fixtures[0].address.spec
+        manifest_folder = proposed_manifests[0].path if proposed_manifests else manifests[0].address.spec_path
+        manifest = _address(proposed_manifests[0]) if proposed_manifests else manifests[0].address.spec
+        predicates = await Get(Paths, PathGlobs([os.path.join(manifest_folder, PREDICATES)]))
+        # The predicates' imports bring in the code under test through Python's dependency inference.
+        kwargs: dict = {"fixture": fixture, "manifest": manifest}
+        if predicates.files:
+            kwargs["dependencies"] = tuple(predicates.files)
+        proposals.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest_folder, "properties",
+                                                        [], kwargs))
+    return PutativeTargets(proposals)
+
+
+def rules() -> list:
+    return [*collect_rules(), UnionRule(PutativeTargetsRequest, PutativeEpochGateTargetsRequest)]

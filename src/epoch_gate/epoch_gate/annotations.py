@@ -1,0 +1,60 @@
+"""CI annotations: one per reason, on the file concerned, from a report.json (so any CI can make them).
+
+`github` prints GitHub Actions workflow commands (`::error file=…,title=…::…`), which the runner turns
+into annotations on the pull request; `plain` prints `path: severity [code] message` lines that other CIs
+and editors link to the file.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Mapping
+
+GITHUB_LEVELS = {"closed": "error", "hold": "warning"}
+
+
+class Style(enum.Enum):
+    NONE = "none"
+    GITHUB = "github"
+    PLAIN = "plain"
+
+
+def _is_file(path: str) -> bool:
+    # Reasons about the whole change say "."; a target address (`checks:suite`) is not a file either.
+    return bool(path) and path != "." and ":" not in path
+
+
+def _text(reason: Mapping[str, Any]) -> str:
+    text = str(reason.get("message", ""))
+    if reason.get("expected") or reason.get("found"):
+        text += f" (expected {reason.get('expected') or '-'}; found {reason.get('found') or '-'})"
+    return text
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_line(reason: Mapping[str, Any]) -> str:
+    level = GITHUB_LEVELS.get(str(reason.get("severity")), "error")
+    path = str(reason.get("path", ""))
+    props = [f"file={_escape_property(path)}"] if _is_file(path) else []
+    props.append(f"title={_escape_property('epoch_gate ' + str(reason.get('code', '?')))}")
+    return f"::{level} {','.join(props)}::{_escape_data(_text(reason))}"
+
+
+def plain_line(reason: Mapping[str, Any]) -> str:
+    path = str(reason.get("path", "")) or "."
+    return f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}".replace("\n", " ")
+
+
+def lines(report: Mapping[str, Any], style: Style) -> list[str]:
+    reasons = report.get("reasons") or []
+    if style is Style.NONE or not isinstance(reasons, list):
+        return []
+    render = github_line if style is Style.GITHUB else plain_line
+    return [render(r) for r in reasons if isinstance(r, Mapping)]

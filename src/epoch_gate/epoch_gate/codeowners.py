@@ -1,0 +1,47 @@
+"""CODEOWNERS lines for the protected set, so branch protection asks the oracle's owners exactly where the
+gate refuses a change.
+
+Every pattern is anchored (`/path`): the gate's globs match from the repository root, while an unanchored
+CODEOWNERS pattern matches at any depth. CODEOWNERS applies the last matching line, so the block goes at
+the end of the file; `check` insists on that.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from epoch_gate.changes import ProtectedSet
+from epoch_gate.reasons import Code, fail
+
+BEGIN = "# BEGIN epoch_gate: the oracle's protected set (`pants gate-codeowners`). Keep last: the last match wins."
+END = "# END epoch_gate"
+
+
+def _pattern(entry: str) -> str:
+    if any(c.isspace() for c in entry) or entry.startswith("!") or "[" in entry:
+        raise fail(Code.ARTIFACT_MALFORMED, entry, "CODEOWNERS cannot name this path; rename it or protect its folder",
+                   expected="a path CODEOWNERS can express", found="whitespace, a leading ! or [")
+    return "/" + entry.lstrip("/")
+
+
+def block(protected: ProtectedSet, owners: Sequence[str]) -> list[str]:
+    if not owners:
+        raise fail(Code.ARTIFACT_MISSING, "pants.toml",
+                   "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
+                   expected="[gate-codeowners].owners: who reviews the oracle", found="none")
+    who = " ".join(owners)
+    return [BEGIN, *(f"{_pattern(entry)} {who}" for entry in protected.sorted_entries()), END]
+
+
+def check(text: str, expected: Sequence[str], path: str) -> None:
+    """The file must end with exactly this block (nothing after it can re-assign a protected path)."""
+    lines = text.rstrip("\n").split("\n")
+    tail = lines[-len(expected):] if len(lines) >= len(expected) else lines
+    if tail != list(expected):
+        found = "the block differs" if BEGIN in lines else "no epoch_gate block"
+        if BEGIN in lines and END in lines and lines.index(END) != len(lines) - 1:
+            found = "lines after the block"
+        code = Code.ARTIFACT_MALFORMED if BEGIN in lines else Code.ARTIFACT_MISSING
+        raise fail(code, path, "CODEOWNERS does not cover the gate's protected set; regenerate it with "
+                   "`pants gate-codeowners` and put the block at the end",
+                   expected="the protected set's block, last in the file", found=found)

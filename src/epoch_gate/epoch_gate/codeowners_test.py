@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+
+from epoch_gate import codeowners
+from epoch_gate.changes import ProtectedSet
+from epoch_gate.reasons import Code, EvidenceError
+
+PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "pants.toml", "checks/BUILD"}),
+                         ("checks/*_properties.py", "observations/", "/ops/gate/"))
+
+
+def test_every_protected_entry_is_anchored_and_owned() -> None:
+    lines = codeowners.block(PROTECTED, ["@org/oracle", "ana@example.com"])
+    assert lines == [
+        codeowners.BEGIN,
+        "/checks/BUILD @org/oracle ana@example.com",
+        "/fixtures/EPOCH @org/oracle ana@example.com",
+        "/pants.toml @org/oracle ana@example.com",
+        "/ops/gate/ @org/oracle ana@example.com",
+        "/checks/*_properties.py @org/oracle ana@example.com",
+        "/observations/ @org/oracle ana@example.com",
+        codeowners.END,
+    ]
+
+
+def test_no_owners_or_an_inexpressible_path_is_refused() -> None:
+    with pytest.raises(EvidenceError) as caught:
+        codeowners.block(PROTECTED, [])
+    assert caught.value.reason.code is Code.ARTIFACT_MISSING
+    with pytest.raises(EvidenceError):
+        codeowners.block(ProtectedSet(frozenset({"has space.txt"}), ()), ["@o"])
+
+
+def test_check_wants_the_block_last() -> None:
+    lines = codeowners.block(PROTECTED, ["@o"])
+    codeowners.check("* @everyone\n" + "\n".join(lines) + "\n\n", lines, "CODEOWNERS")
+    for text, code in [("* @everyone\n", Code.ARTIFACT_MISSING),
+                       ("\n".join(lines) + "\n/fixtures/ @someone-else\n", Code.ARTIFACT_MALFORMED),
+                       ("\n".join(lines[:-2] + lines[-1:]), Code.ARTIFACT_MALFORMED)]:
+        with pytest.raises(EvidenceError) as caught:
+            codeowners.check(text, lines, "CODEOWNERS")
+        assert caught.value.reason.code is code

@@ -1,0 +1,93 @@
+"""The reviewed tree: git's own tree id of the working tree the gate judged, computed without writing.
+
+In CI the working tree is HEAD's, so the id equals `git rev-parse HEAD^{tree}`. On a laptop it also
+covers staged, unstaged and untracked (not ignored) files, exactly as `git add -A && git write-tree`
+would, but from the index's blob ids plus a re-hash of only the paths that differ from the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from epoch_gate.changes import git_text
+from epoch_gate.reasons import Code, fail
+
+Entry = tuple[str, str]  # (git mode, object id)
+
+
+@dataclass(frozen=True)
+class ReviewedTree:
+    head_commit: str
+    tree_id: str  # git tree id (sha1) of the working tree the gate judged
+    clean: bool  # the working tree is HEAD's tree
+
+    def digest(self) -> dict[str, str]:
+        """An in-toto DigestSet: every digest names the same tree, so the commit only when it is HEAD's."""
+        return {"gitCommit": self.head_commit, "gitTree": self.tree_id} if self.clean else {"gitTree": self.tree_id}
+
+
+def _object_id(kind: str, body: bytes) -> str:
+    return hashlib.sha1(f"{kind} {len(body)}\0".encode() + body).hexdigest()
+
+
+def _worktree_entry(root: Path, path: str) -> Entry | None:
+    """The entry `git add` would record for a path, or None when there is nothing to record."""
+    full = root / path
+    try:
+        info = full.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "120000", _object_id("blob", os.fsencode(os.readlink(full)))
+    if not stat.S_ISREG(info.st_mode):
+        return None  # a directory (nested repository) or a device: git records no blob for it
+    mode = "100755" if info.st_mode & stat.S_IXUSR else "100644"
+    return mode, _object_id("blob", full.read_bytes())
+
+
+def _tree_id(entries: dict[str, Entry]) -> str:
+    children: dict[str, dict[str, Entry]] = {}
+    files: dict[str, Entry] = {}
+    for path, entry in entries.items():
+        head, _, rest = path.partition("/")
+        if rest:
+            children.setdefault(head, {})[rest] = entry
+        else:
+            files[head] = entry
+    items = [(name, entry) for name, entry in files.items()]
+    items += [(name, ("40000", _tree_id(sub))) for name, sub in children.items()]
+    # git orders a tree's entries by name, a subtree's name compared as if it ended in "/".
+    items.sort(key=lambda item: os.fsencode(item[0]) + (b"/" if item[1][0] == "40000" else b""))
+    body = b"".join(f"{mode} ".encode() + os.fsencode(name) + b"\0" + bytes.fromhex(oid)
+                    for name, (mode, oid) in items)
+    return _object_id("tree", body)
+
+
+def reviewed_tree(root: Path) -> ReviewedTree:
+    head = git_text(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    head_tree = git_text(root, "rev-parse", "--verify", "HEAD^{tree}").strip()
+    if len(head) != 40:
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "the reviewed tree needs a SHA-1 repository",
+                   expected="a 40-hex commit id", found=head)
+    entries: dict[str, Entry] = {}
+    for record in git_text(root, "ls-files", "--stage", "-z").split("\0"):
+        if record:
+            meta, path = record.split("\t", 1)
+            mode, oid, _stage = meta.split(" ")
+            entries[path] = (mode, oid)
+    differing = git_text(root, "diff-files", "--name-only", "-z").split("\0")
+    untracked = git_text(root, "ls-files", "--others", "--exclude-standard", "-z").split("\0")
+    for path in filter(None, {*differing, *untracked}):
+        if entries.get(path, ("",))[0] == "160000":
+            continue  # a submodule: the index's commit is what git would record
+        entry = _worktree_entry(root, path)
+        if entry is None:
+            entries.pop(path, None)
+        else:
+            entries[path] = entry
+    tree = _tree_id(entries)
+    return ReviewedTree(head, tree, tree == head_tree)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from epoch_gate.tree import reviewed_tree
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(root: Path) -> None:
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    (root / "a").mkdir()
+    (root / "a" / "b.txt").write_text("b\n")
+    (root / "a.txt").write_text("a\n")  # sorts before the tree "a" as git orders it ("a.txt" < "a/")
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / ".gitignore").write_text("ignored/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+
+
+def written_tree(root: Path) -> str:
+    """What git itself records for the working tree (through a throwaway index, so nothing moves)."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(root / ".git" / "scratch-index")}
+    subprocess.run(["git", "-C", str(root), "read-tree", "HEAD"], check=True, env=env)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+    return subprocess.run(["git", "-C", str(root), "write-tree"], check=True, env=env, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_a_clean_tree_is_heads_tree_and_names_the_commit(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    tree = reviewed_tree(tmp_path)
+    assert tree.clean
+    assert tree.tree_id == git(tmp_path, "rev-parse", "HEAD^{tree}")
+    assert tree.digest() == {"gitCommit": git(tmp_path, "rev-parse", "HEAD"), "gitTree": tree.tree_id}
+
+
+def test_every_kind_of_local_edit_is_in_the_tree_as_git_add_would_record_it(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    (tmp_path / "a" / "b.txt").write_text("edited, unstaged\n")
+    (tmp_path / "a.txt").unlink()
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "new" / "deep").mkdir(parents=True)
+    (tmp_path / "new" / "deep" / "c.txt").write_text("untracked\n")
+    (tmp_path / "link").symlink_to("a/b.txt")
+    (tmp_path / "staged.txt").write_text("staged\n")
+    git(tmp_path, "add", "staged.txt")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x").write_text("not reviewed\n")
+    tree = reviewed_tree(tmp_path)
+    assert not tree.clean
+    assert tree.tree_id == written_tree(tmp_path)
+    assert "gitCommit" not in tree.digest()
+    assert git(tmp_path, "status", "--porcelain", "--", "staged.txt") == "A  staged.txt"  # the index is untouched
