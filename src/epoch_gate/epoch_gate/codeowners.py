@@ -29,7 +29,8 @@ def block(protected: ProtectedSet, owners: Sequence[str]) -> list[str]:
         raise fail(Code.ARTIFACT_MISSING, "pants.toml",
                    "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
                    expected="[gate-codeowners].owners: who reviews the oracle", found="none")
-    who = " ".join(owners)
+    # Pants reads an option value starting with `@` as a file name, so `org/team` and `user` are accepted too.
+    who = " ".join(owner if "@" in owner else f"@{owner}" for owner in owners)
     return [BEGIN, *(f"{_pattern(entry)} {who}" for entry in protected.sorted_entries()), END]
 
 

@@ -11,7 +11,7 @@ PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "pants.toml", "checks/BUIL
 
 
 def test_every_protected_entry_is_anchored_and_owned() -> None:
-    lines = codeowners.block(PROTECTED, ["@org/oracle", "ana@example.com"])
+    lines = codeowners.block(PROTECTED, ["org/oracle", "ana@example.com"])
     assert lines == [
         codeowners.BEGIN,
         "/checks/BUILD @org/oracle ana@example.com",

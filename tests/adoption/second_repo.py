@@ -1,0 +1,167 @@
+"""A new repository, not this one: it gets the plugin only from the built wheels, through
+`[GLOBAL].plugins` and a find-links folder, and runs the commands of docs/adopting.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "new user", "GIT_AUTHOR_EMAIL": "user@example.invalid",
+           "GIT_COMMITTER_NAME": "new user", "GIT_COMMITTER_EMAIL": "user@example.invalid",
+           "GIT_CONFIG_NOSYSTEM": "1"}
+# What the machine needs to reach PyPI (the plugin resolve) and to find Python 3.9; nothing of this repo.
+PASSED_ENV = ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "EPOCH_GATE_CACHE", "SSL_CERT_FILE", "PIP_CERT",
+              "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+# The launcher (this machine's stand-in for scie-pants, which downloads from GitHub) and its pins.
+LAUNCHER = ("pants", "3rdparty/bootstrap/pants-requirements.txt", "3rdparty/bootstrap/pex-requirements.txt",
+            "3rdparty/bootstrap/isolation.txt")
+PEX_PIN = "v2.1.137|linux_x86_64|2917b29129a5865346d87f2b2c7a50670e7abc416429c6b1c8e6c8f45f82871d|3563513"
+
+PANTS_TOML = """\
+[GLOBAL]
+pants_version = "2.17.1"
+plugins = ["epoch-gate-pants==0.1.0"]
+backend_packages = ["pants.backend.python"]
+pants_ignore.add = ["/.pants.bootstrap/"]
+
+[python-repos]
+find_links = ["file://{wheelhouse}"]
+
+[python]
+interpreter_constraints = ["CPython==3.9.*"]
+
+# This machine: Python under pyenv, pex built by the launcher, pip without the global config, the jail's tools.
+[python-infer]
+use_rust_parser = true
+
+[python-bootstrap]
+search_path = ["<PYENV>", "<PATH>"]
+
+[pex-cli]
+version = "v2.1.137"
+url_template = "file://%(buildroot)s/.pants.bootstrap/pex-{{version}}"
+known_versions = ["{pex_pin}"]
+
+[subprocess-environment]
+env_vars.add = ["PIP_CONFIG_FILE=/dev/null"]
+
+[bwrap]
+url_template = "file://%(buildroot)s/.pants.bootstrap/isolation/bwrap"
+
+[libfaketime]
+url_template = "file://%(buildroot)s/.pants.bootstrap/isolation/libfaketime.so.1"
+"""
+
+GENERATOR = '''\
+"""Prices for the shop's fixture world: deterministic, from the base list."""
+import argparse
+import json
+import os
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", required=True)
+parser.add_argument("--input", action="append", default=[])
+args = parser.parse_args()
+base = json.load(open(args.input[0]))
+os.makedirs(args.out)
+with open(os.path.join(args.out, "prices.jsonl"), "w") as out:
+    for i in range(base["count"]):
+        out.write(json.dumps({"id": i, "cents": 100 + 37 * i, "discount_pct": i % 40}, sort_keys=True) + "\\n")
+'''
+
+PRODUCT = '''\
+def discounted(cents: int, discount_pct: int) -> int:
+    """The price after a whole-percent discount, rounded half down to a cent."""
+    return cents - (cents * discount_pct) // 100
+'''
+
+PREDICATES = '''\
+from shop.prices import discounted
+
+
+def discount_never_negative(record: dict) -> bool:
+    return discounted(record["cents"], record["discount_pct"]) >= 0
+
+
+def discount_never_raises(record: dict) -> bool:
+    return discounted(record["cents"], record["discount_pct"]) <= record["cents"]
+'''
+
+CATALOG = """\
+properties:
+  - {name: discount_never_negative, bound: prices, predicate: "checks.shop_properties:discount_never_negative",
+     description: A discount never makes a price negative.}
+  - {name: discount_never_raises, bound: prices, predicate: "checks.shop_properties:discount_never_raises",
+     description: A discount never raises a price.}
+"""
+
+FILES = {
+    ".gitignore": "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n__pycache__/\n",
+    "fixtures/generate_prices.py": GENERATOR,
+    "fixtures/prices/base.json": '{"count": 200}\n',
+    "src/shop/__init__.py": "",
+    "src/shop/prices.py": PRODUCT,
+    "checks/__init__.py": "",
+    "checks/shop_properties.py": PREDICATES,
+    "checks/catalog.yaml": CATALOG,
+}
+
+
+def documented_commands(adopting_md: str) -> list[str]:
+    """The `$ ` lines of the marked block in docs/adopting.md: the test runs what the guide says."""
+    block = re.search(r"<!-- adopting:commands.*?-->\s*```console\n(.*?)```", adopting_md, re.S)
+    assert block, "docs/adopting.md lost its adopting:commands block"
+    return [line[2:] for line in block.group(1).splitlines() if line.startswith("$ ")]
+
+
+@dataclass
+class NewRepo:
+    root: Path
+    bin_dir: Path
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, where: Path, wheels: list[Path], launcher_from: Path) -> "NewRepo":
+        wheelhouse, root, origin, bin_dir = (where / n for n in ("wheelhouse", "shop", "origin.git", "bin"))
+        for folder in (wheelhouse, root, bin_dir):
+            folder.mkdir(parents=True)
+        for wheel in wheels:
+            shutil.copy2(wheel, wheelhouse / wheel.name)
+        for rel in LAUNCHER:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(launcher_from / rel, root / rel)
+        (root / "pants.toml").write_text(PANTS_TOML.format(wheelhouse=wheelhouse, pex_pin=PEX_PIN))
+        for rel, text in FILES.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        # `pants` on PATH, as a user has it; never a daemon left behind by a test.
+        shim = bin_dir / "pants"
+        shim.write_text('#!/bin/sh\nPANTS_PANTSD=false exec ./pants "$@"\n')
+        shim.chmod(0o755)
+        repo = cls(root, bin_dir)
+        subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+        repo.sh("git init -q -b main && git remote add origin " + str(origin))
+        return repo
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
+        return {**env, **GIT_ENV, "PATH": f"{self.bin_dir}:{env.get('PATH', '')}"}
+
+    def sh(self, command: str, env: dict[str, str] | None = None, timed: bool = False) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
+        done = subprocess.run(["bash", "-c", command], cwd=self.root, capture_output=True, text=True,
+                              env={**self.env(), **(env or {})}, timeout=1200)
+        if timed:
+            self.timings.append((command, time.monotonic() - started))
+        return done
+
+    def read(self, rel: str) -> str:
+        return (self.root / rel).read_text()
+
+    def write(self, rel: str, text: str) -> None:
+        (self.root / rel).write_text(text)

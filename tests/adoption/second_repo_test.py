@@ -1,0 +1,152 @@
+"""Adoption, as a new user meets it: a new repository gets the plugin from the built wheels alone, runs the
+commands of docs/adopting.md to its first `eligible`, then is `closed` for an edit of the oracle; and the
+CI recipes of docs/ci/ run their own steps over it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from epoch_gate.attestation import layout_problems
+from tests.adoption.second_repo import NewRepo, documented_commands
+
+LOOSENED = ('    return discounted(record["cents"], record["discount_pct"]) >= 0\n', "    return True\n")
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory: pytest.TempPathFactory) -> NewRepo:
+    here = Path.cwd()
+    wheels = sorted(here.glob("epoch_gate*.whl"))  # at the sandbox root, where Pants puts the packages
+    assert {w.name.split("-")[0] for w in wheels} == {"epoch_gate", "epoch_gate_pants"}, wheels
+    repo = NewRepo.create(tmp_path_factory.mktemp("adoption"), wheels, here)
+    for command in documented_commands((here / "docs/adopting.md").read_text()):
+        done = repo.sh(command, timed=True)
+        if command != "pants gate ::":
+            assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"
+    print("\n".join(f"{seconds:7.1f} s  {command}" for command, seconds in repo.timings))
+    return repo
+
+
+def report(repo: NewRepo) -> dict:
+    return json.loads(repo.read("dist/gate/report.json"))
+
+
+def test_the_plugin_comes_from_the_wheels_alone(adopted: NewRepo) -> None:
+    toml = adopted.read("pants.toml")
+    assert "pythonpath" not in toml and 'plugins = ["epoch-gate-pants==0.1.0"]' in toml
+    assert not list(adopted.root.glob("**/epoch_gate*/__init__.py"))  # no copy of the plugin or core sources
+    done = adopted.sh("pants help epoch_fixture")
+    assert done.returncode == 0 and "A pinned fixture epoch" in done.stdout
+
+
+def test_tailor_declared_the_oracle(adopted: NewRepo) -> None:
+    fixtures, checks = adopted.read("fixtures/BUILD"), adopted.read("checks/BUILD")
+    assert 'epoch_fixture(\n    name="prices_epoch",\n    generator="generate_prices.py",\n' in fixtures
+    assert '"prices/base.json"' in fixtures
+    assert 'property_manifest(\n    name="manifest",\n)' in checks
+    assert 'fixture="fixtures:prices_epoch"' in checks and '"checks/shop_properties.py"' in checks
+
+
+def test_the_first_gate_is_eligible_with_an_attested_verdict(adopted: NewRepo) -> None:
+    gate = adopted.sh("pants gate ::")
+    assert gate.returncode == 0, gate.stdout + gate.stderr[-3000:]
+    assert "verdict   eligible" in gate.stdout and "epoch     prices-2026-12-a" in gate.stdout
+    assert report(adopted)["verdict"] == "eligible"
+    statement = json.loads(adopted.read("dist/gate/statement.intoto.json"))
+    assert layout_problems(statement) == []
+    head = adopted.sh("git rev-parse HEAD HEAD^{tree}").stdout.split()
+    assert statement["subject"][0]["digest"] == {"gitCommit": head[0], "gitTree": head[1]}
+    assert adopted.sh("pants test ::").returncode == 0
+
+
+def test_a_product_change_is_eligible_and_an_oracle_edit_is_closed(adopted: NewRepo) -> None:
+    adopted.sh("git checkout -q -B product origin/main")
+    adopted.write("src/shop/prices.py", adopted.read("src/shop/prices.py") + "\n\nCURRENCY = 'EUR'\n")
+    adopted.sh("git commit -qam 'product: name the currency'")
+    product = adopted.sh("pants --changed-since=origin/main gate")
+    assert product.returncode == 0, product.stdout + product.stderr[-3000:]
+
+    adopted.sh("git checkout -q -B agent origin/main")
+    adopted.write("checks/shop_properties.py", adopted.read("checks/shop_properties.py").replace(*LOOSENED))
+    adopted.sh("git commit -qam 'agent: make the failing property pass'")
+    closed = adopted.sh("pants --changed-since=origin/main gate")
+    assert closed.returncode == 1 and "verdict   closed" in closed.stdout
+    reasons = report(adopted)["reasons"]
+    assert ("protected-path-changed", "checks/shop_properties.py") in {(r["code"], r["path"]) for r in reasons}
+
+
+# -- the CI recipes, run over the same repository --------------------------------------------------
+
+
+def recipe(name: str) -> Path:
+    return Path.cwd() / "docs" / "ci" / name
+
+
+def several_reasons(repo: NewRepo) -> None:
+    """A change with several reasons: the predicate loosened and the catalog reworded."""
+    repo.sh("git checkout -q -B several origin/main")
+    repo.write("checks/shop_properties.py", repo.read("checks/shop_properties.py").replace(*LOOSENED))
+    repo.write("checks/catalog.yaml", repo.read("checks/catalog.yaml").replace("never raises", "rarely raises"))
+    repo.sh("git commit -qam 'agent: several oracle edits'")
+
+
+def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted: NewRepo, tmp_path: Path) -> None:
+    workflow = yaml.safe_load(recipe("github-actions.yml").read_text())
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` key as true
+    assert on["pull_request"]["branches"] == ["main"]
+    steps = workflow["jobs"]["gate"]["steps"]
+    checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
+    runs = [s for s in steps if "run" in s]
+    assert runs[0]["run"] == "pants --no-pantsd --changed-since=origin/main gate"
+
+    several_reasons(adopted)
+    summary = tmp_path / "summary.md"
+    outputs = []
+    for step in runs:  # the `run` steps, as the runner would: with the step's env and a job summary file
+        env = {**{k: str(v) for k, v in step.get("env", {}).items()}, "GITHUB_STEP_SUMMARY": str(summary)}
+        outputs.append(adopted.sh(step["run"], env=env))
+    gate = outputs[0]
+    assert gate.returncode == 1
+    reasons = report(adopted)["reasons"]
+    annotations = [line for line in gate.stdout.splitlines() if line.startswith("::")]
+    assert len(reasons) >= 2 and len(annotations) == len(reasons)
+    assert "::error file=checks/shop_properties.py,title=epoch_gate protected-path-changed::" in gate.stdout
+    assert "::error file=checks/catalog.yaml,title=epoch_gate protected-path-changed::" in gate.stdout
+    assert all(done.returncode == 0 for done in outputs[1:])
+    assert summary.read_text() == adopted.read("dist/gate/report.md")
+    assert "## epoch_gate: **closed**" in summary.read_text()
+
+
+def test_the_shell_recipe_prints_reasons_and_keeps_the_artifacts(adopted: NewRepo, tmp_path: Path) -> None:
+    several_reasons(adopted)
+    done = adopted.sh(str(recipe("gate.sh")), env={"GATE_ARTIFACTS": str(tmp_path / "artifacts")})
+    assert done.returncode == 1
+    reasons = report(adopted)["reasons"]
+    plain = [line for line in done.stdout.splitlines() if " closed [" in line and not line.startswith("|")]
+    assert len(plain) >= len(reasons) >= 2
+    assert any(line.startswith("checks/catalog.yaml: closed [protected-path-changed]") for line in plain)
+    assert "## epoch_gate: **closed**" in done.stdout
+    kept = {p.name for p in (tmp_path / "artifacts").iterdir()}
+    assert {"report.json", "report.md", "statement.intoto.json"} <= kept
+
+
+def test_codeowners_from_the_build_graph_cover_the_oracle(adopted: NewRepo) -> None:
+    adopted.sh("git checkout -q -B owners origin/main")
+    done = adopted.sh("pants gate-codeowners --gate-codeowners-owners=shop/oracle")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    for path in ("/fixtures/EPOCH", "/fixtures/generate_prices.py", "/checks/catalog.yaml",
+                 "/checks/shop_properties.py", "/checks/manifest.json", "/pants.toml", "/freezes/"):
+        assert f"{path} @shop/oracle" in lines, lines
+    assert not any(line.startswith("/src/") for line in lines)  # product code is not the oracle
+    (adopted.root / ".github").mkdir(exist_ok=True)
+    adopted.write(".github/CODEOWNERS", "* @shop/everyone\n" + done.stdout)
+    check = adopted.sh("pants gate-codeowners --gate-codeowners-owners=shop/oracle "
+                       "--gate-codeowners-check=.github/CODEOWNERS")
+    assert check.returncode == 0, check.stderr[-2000:]
