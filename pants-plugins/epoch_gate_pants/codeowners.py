@@ -30,7 +30,7 @@ class CodeownersSubsystem(GoalSubsystem):
 
     owners = StrListOption(
         default=[],
-        help="Who reviews the oracle: CODEOWNERS owners (`@org/team`, `@user` or an email).",
+        help="Who reviews the oracle: CODEOWNERS owners, `org/team` or `user` (the `@` is added) or an email.",
     )
     check = StrOption(
         default=None,
