@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -70,9 +71,18 @@ def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet)
     ]
 
 
+@lru_cache(maxsize=1)
+def _git_path() -> str:
+    return shutil.which("git") or "git"
+
+
 def _run_git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    # An absolute path and close_fds=False let CPython use posix_spawn rather than fork: forking pantsd
+    # (hundreds of MB, many threads) costs tens of milliseconds per git call. Python's own fds are
+    # created non-inheritable, so nothing leaks into git.
     try:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, timeout=120)
+        return subprocess.run([_git_path(), "-C", str(root), *args], capture_output=True, check=False,
+                              timeout=120, close_fds=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
                    expected="a working git", found=type(exc).__name__) from None
