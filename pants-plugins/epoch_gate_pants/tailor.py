@@ -132,8 +132,10 @@ async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequ
     for folder, paths in sorted(generators.items()):
         if folder in pinned_folders:
             continue
-        listing = await Get(Paths, PathGlobs([os.path.join(folder, "**")]))
-        inputs = [p for p in (_relative(f, folder) for f in listing.files if _is_input(f) and f not in claimed) if p]
+        inputs: list[str] = []
+        if folder:  # at the build root, "every data file below" would be the whole repository
+            listing = await Get(Paths, PathGlobs([os.path.join(folder, "**")]))
+            inputs = [p for p in (_relative(f, folder) for f in listing.files if _is_input(f) and f not in claimed) if p]
         proposals += [_from_generator(folder, path, inputs, len(paths) == 1) for path in sorted(paths)]
 
     for path in unclaimed:

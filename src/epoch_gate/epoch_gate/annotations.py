@@ -49,7 +49,8 @@ def github_line(reason: Mapping[str, Any]) -> str:
 
 def plain_line(reason: Mapping[str, Any]) -> str:
     path = str(reason.get("path", "")) or "."
-    return f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}".replace("\n", " ")
+    line = f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}"
+    return line.replace("\r", " ").replace("\n", " ")
 
 
 def lines(report: Mapping[str, Any], style: Style) -> list[str]:

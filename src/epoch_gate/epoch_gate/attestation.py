@@ -71,7 +71,8 @@ def layout_problems(value: Any) -> list[str]:
     if not isinstance(predicate, dict):
         problems.append("predicate must be an object")
     elif value.get("predicateType") == PREDICATE_TYPE:
-        report_digest: Optional[Any] = (predicate.get("report") or {}).get("digest")
+        report = predicate.get("report")
+        report_digest: Optional[Any] = report.get("digest") if isinstance(report, dict) else None
         problem = _digest_problem(report_digest)
         if problem:
             problems.append(f"predicate.report.digest: {problem}")

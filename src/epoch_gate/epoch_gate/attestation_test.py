@@ -63,6 +63,7 @@ def test_a_dirty_tree_is_not_named_by_its_commit() -> None:
     (lambda s: s.update(predicate=[]), "predicate"),
     (lambda s: s["predicate"].update(verdict="maybe"), "verdict"),
     (lambda s: s["predicate"]["report"]["digest"].update(sha256="0"), "report.digest"),
+    (lambda s: s["predicate"].update(report="report.json"), "report.digest"),
 ])
 def test_layout_problems_name_what_is_wrong(edit, problem: str) -> None:
     report = sample_report()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +41,7 @@ class ProtectedSet:
 
 @lru_cache(maxsize=512)
 def _glob_regex(glob: str) -> re.Pattern[str]:
+    glob = glob.lstrip("/")  # globs are anchored at the build root already; a leading `/` says so
     if glob.endswith("/"):
         glob += "**"
     out = []
@@ -76,20 +78,20 @@ def _git_path() -> str:
     return shutil.which("git") or "git"
 
 
-def _run_git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+def _run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     # An absolute path and close_fds=False let CPython use posix_spawn rather than fork: forking pantsd
     # (hundreds of MB, many threads) costs tens of milliseconds per git call. Python's own fds are
     # created non-inheritable, so nothing leaks into git.
     try:
         return subprocess.run([_git_path(), "-C", str(root), *args], capture_output=True, check=False,
-                              timeout=120, close_fds=False)
+                              timeout=120, close_fds=False, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
                    expected="a working git", found=type(exc).__name__) from None
 
 
-def git_text(root: Path, *args: str) -> str:
-    done = _run_git(root, *args)
+def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
+    done = _run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {message[-1] if message else ''}",

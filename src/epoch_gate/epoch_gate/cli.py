@@ -200,7 +200,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     files = report.output_files(result, dict(replayed.witnesses))
     try:
         files[STATEMENT_FILE] = statement_bytes(result, reviewed_tree(root), files["report.json"])
-    except EvidenceError as error:  # no git (a --changed-file run): no tree to attest, said once
+    except EvidenceError as error:  # not a git checkout (e.g. --changed-file outside one): nothing to attest
         print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
     for rel, data in files.items():
         replace_file(out / rel, data)

@@ -21,6 +21,11 @@ def _pattern(entry: str) -> str:
     if any(c.isspace() for c in entry) or entry.startswith("!") or "[" in entry:
         raise fail(Code.ARTIFACT_MALFORMED, entry, "CODEOWNERS cannot name this path; rename it or protect its folder",
                    expected="a path CODEOWNERS can express", found="whitespace, a leading ! or [")
+    # The gate reads `**` inside a segment (`a/**.py`) as crossing folders; gitignore rules, as a plain `*`.
+    if any("**" in part and part != "**" for part in entry.strip("/").split("/")):
+        raise fail(Code.ARTIFACT_MALFORMED, entry, "CODEOWNERS reads this `**` differently from the gate; "
+                   "write it as its own segment (`a/**/*.py`)", expected="`**` as a whole path segment",
+                   found=entry)
     return "/" + entry.lstrip("/")
 
 

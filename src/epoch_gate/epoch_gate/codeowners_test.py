@@ -28,8 +28,14 @@ def test_no_owners_or_an_inexpressible_path_is_refused() -> None:
     with pytest.raises(EvidenceError) as caught:
         codeowners.block(PROTECTED, [])
     assert caught.value.reason.code is Code.ARTIFACT_MISSING
-    with pytest.raises(EvidenceError):
-        codeowners.block(ProtectedSet(frozenset({"has space.txt"}), ()), ["@o"])
+    for entry in ("has space.txt", "checks/**.py"):
+        with pytest.raises(EvidenceError):
+            codeowners.block(ProtectedSet(frozenset(), (entry,)), ["@o"])
+
+
+def test_a_leading_slash_protects_what_codeowners_says_it_does() -> None:
+    assert PROTECTED.matches("ops/gate/run.sh") and "/ops/gate/ @o" in codeowners.block(PROTECTED, ["@o"])
+    assert codeowners.block(ProtectedSet(frozenset(), ("a/**/*.py",)), ["@o"])[1] == "/a/**/*.py @o"
 
 
 def test_check_wants_the_block_last() -> None:

@@ -68,15 +68,22 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
     return lines
 
 
+def _one_line(text: str) -> str:
+    # A path or message is the change's own text: keep it on one line, so it cannot start a line of its
+    # own (a CI runner reads `::` at the start of a stdout line as a command).
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def console_lines(report: Report) -> list[str]:
     lines = identity_lines(report.identities, report.witness_digests())
     if report.replay:
         for prop in report.replay.properties:
             lines.append(f"property  {prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records)")
     for reason in report.verdict.reasons:
-        lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}")
+        lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {_one_line(reason.path)}: "
+                     f"{_one_line(reason.message)}")
         if reason.expected or reason.found:
-            lines.append(f"            expected {reason.expected or '-'}; found {reason.found or '-'}")
+            lines.append(f"            expected {_one_line(reason.expected or '-')}; found {_one_line(reason.found or '-')}")
     for change in report.oracle_changes:
         lines.append(f"oracle    {change.kind} {change.subject}: {change.before or '-'} -> {change.after or '-'}"
                      f" ({change.note})")

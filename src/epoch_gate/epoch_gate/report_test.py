@@ -79,3 +79,13 @@ def test_output_files_hold_the_witness_bytes() -> None:
     assert files[f"observations/{FLAKE.id}.bin"] == b'{"id":1}'
     assert set(files) == {"report.json", "report.md", f"observations/{FLAKE.id}.bin",
                           f"observations/{FLAKE.id}.json"}
+
+
+def test_console_lines_keep_the_changes_own_text_on_one_line() -> None:
+    ids = Identities("e1", "a" * 64, "b" * 64)
+    evil = Reason(Code.PROTECTED_PATH_CHANGED, "x\n::error::forged", "unchanged", "modified", "m\r\nn")
+    evidence = Evidence(ids, (), ProtectedSet(frozenset(), ()), None, (), (), datetime.date(2026, 12, 2), (evil,))
+    lines = report.console_lines(report.Report(decide(evidence), ids, None, (), ProtectedSet(frozenset(), ()),
+                                               None, ()))
+    assert not any(line.startswith("::") for line in lines)
+    assert any("x\\n::error::forged" in line for line in lines)

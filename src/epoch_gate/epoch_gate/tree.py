@@ -34,19 +34,35 @@ def _object_id(kind: str, body: bytes) -> str:
     return hashlib.sha1(f"{kind} {len(body)}\0".encode() + body).hexdigest()
 
 
-def _worktree_entry(root: Path, path: str) -> Entry | None:
-    """The entry `git add` would record for a path, or None when there is nothing to record."""
-    full = root / path
+def _lstat(full: Path) -> os.stat_result | None:
     try:
-        info = full.lstat()
-    except FileNotFoundError:
+        return full.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # deleted, or a folder on its path became a file
         return None
-    if stat.S_ISLNK(info.st_mode):
-        return "120000", _object_id("blob", os.fsencode(os.readlink(full)))
-    if not stat.S_ISREG(info.st_mode):
-        return None  # a directory (nested repository) or a device: git records no blob for it
-    mode = "100755" if info.st_mode & stat.S_IXUSR else "100644"
-    return mode, _object_id("blob", full.read_bytes())
+    except OSError as exc:
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, str(full), f"cannot read the working tree: {exc}",
+                   expected="a readable path", found=type(exc).__name__) from None
+
+
+def _gitlink(full: Path) -> Entry | None:
+    """A nested repository (a submodule, or untracked) is recorded by git as its checked-out commit."""
+    if not (full / ".git").exists():
+        return None
+    return "160000", git_text(full, "rev-parse", "--verify", "HEAD^{commit}").strip()
+
+
+def _blob_ids(root: Path, paths: list[str]) -> list[str]:
+    """git's blob ids after its clean filters (eol, LFS, ident), as `git add` would store them."""
+    if not paths:
+        return []
+    if any("\n" in p for p in paths):
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "a path with a newline cannot be hashed by git's --stdin-paths",
+                   expected="paths without newlines", found=next(p for p in paths if "\n" in p))
+    out = git_text(root, "hash-object", "--stdin-paths", stdin="".join(f"{p}\n" for p in paths)).split()
+    if len(out) != len(paths):
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git hash-object answered for another number of paths",
+                   expected=str(len(paths)), found=str(len(out)))
+    return out
 
 
 def _tree_id(entries: dict[str, Entry]) -> str:
@@ -81,13 +97,27 @@ def reviewed_tree(root: Path) -> ReviewedTree:
             entries[path] = (mode, oid)
     differing = git_text(root, "diff-files", "--name-only", "-z").split("\0")
     untracked = git_text(root, "ls-files", "--others", "--exclude-standard", "-z").split("\0")
-    for path in filter(None, {*differing, *untracked}):
-        if entries.get(path, ("",))[0] == "160000":
-            continue  # a submodule: the index's commit is what git would record
-        entry = _worktree_entry(root, path)
+    file_mode = git_text(root, "config", "--bool", "--default", "true", "core.fileMode").strip() == "true"
+    regular: list[str] = []
+    for path in sorted({p.rstrip("/") for p in (*differing, *untracked) if p}):
+        full = root / path
+        info = _lstat(full)
+        entry: Entry | None = None
+        if info is None:
+            entry = None
+        elif stat.S_ISLNK(info.st_mode):
+            entry = "120000", _object_id("blob", os.fsencode(os.readlink(full)))
+        elif stat.S_ISDIR(info.st_mode):
+            entry = _gitlink(full)  # a plain folder: its files are listed on their own
+        elif stat.S_ISREG(info.st_mode):
+            executable = info.st_mode & stat.S_IXUSR if file_mode else entries.get(path, ("",))[0] == "100755"
+            entry = ("100755" if executable else "100644"), ""
+            regular.append(path)
         if entry is None:
             entries.pop(path, None)
         else:
             entries[path] = entry
+    for path, oid in zip(regular, _blob_ids(root, regular)):
+        entries[path] = entries[path][0], oid
     tree = _tree_id(entries)
     return ReviewedTree(head, tree, tree == head_tree)

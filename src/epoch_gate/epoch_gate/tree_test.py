@@ -58,3 +58,29 @@ def test_every_kind_of_local_edit_is_in_the_tree_as_git_add_would_record_it(tmp_
     assert tree.tree_id == written_tree(tmp_path)
     assert "gitCommit" not in tree.digest()
     assert git(tmp_path, "status", "--porcelain", "--", "staged.txt") == "A  staged.txt"  # the index is untouched
+
+
+def test_git_filters_a_folder_over_a_deleted_file_and_a_nested_repository_match_git(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    (tmp_path / ".gitattributes").write_text("* text=auto\n")
+    (tmp_path / "windows.txt").write_bytes(b"one\r\ntwo\r\n")  # stored as LF by git's eol filter
+    (tmp_path / "a" / "b.txt").unlink()
+    (tmp_path / "a").rmdir()
+    (tmp_path / "a").write_text("a file where a folder was\n")  # lstat("a/b.txt") is ENOTDIR
+    nested = tmp_path / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    git(nested, "config", "user.email", "t@example.com")
+    git(nested, "config", "user.name", "t")
+    (nested / "x").write_text("x\n")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-qm", "nested")
+    assert reviewed_tree(tmp_path).tree_id == written_tree(tmp_path)
+
+
+def test_without_core_filemode_the_index_mode_stands(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    git(tmp_path, "config", "core.fileMode", "false")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "run.sh").write_text("#!/bin/sh\necho changed\n")
+    assert reviewed_tree(tmp_path).tree_id == written_tree(tmp_path)
