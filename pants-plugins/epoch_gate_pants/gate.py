@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import logging
 from pathlib import Path
 
 from pants.base.build_root import BuildRoot
@@ -30,8 +29,6 @@ from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.target_types import SampledPropertiesTarget
-
-logger = logging.getLogger(__name__)
 
 
 class Gate(Goal):
@@ -115,6 +112,13 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                         run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
             changed_set, lambda path: read_at(root, merge_base, path), lambda path: read_file(root, path))
 
+    tree = None
+    if merge_base:  # without the changed set the gate is closed already, and git said why
+        try:
+            tree = reviewed_tree(root)
+        except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass
+            findings.append(error.reason)
+
     out = str(Path(dist_dir.relpath) / gate.output_dir)
     observations = (*replayed, *archive)
     verdict = decide(Evidence(
@@ -125,10 +129,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     result = report.Report(verdict, identities, merge_base, changed_set, protected.as_set(), replay_result,
                            observations, oracle)
     files = report.output_files(result, witnesses)
-    try:
-        files[STATEMENT_FILE] = statement_bytes(result, reviewed_tree(root), files["report.json"])
-    except EvidenceError as error:  # the verdict is already closed: without git there is no changed set
-        logger.warning(f"no {STATEMENT_FILE}: {error.reason.message}")
+    if tree is not None:
+        files[STATEMENT_FILE] = statement_bytes(result, tree, files["report.json"])
     digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
     workspace.write_digest(digest, clear_paths=(out,))
     for line in report.console_lines(result):

@@ -82,7 +82,7 @@ def _from_pin(folder: str, pin_path: str, data: bytes) -> PutativeTarget | None:
         return None
     kwargs: dict = {"generator": generator}
     if inputs:
-        kwargs["inputs"] = tuple(i for i in inputs if i)
+        kwargs["inputs"] = tuple(inputs)
     return PutativeTarget.for_target_type(EpochFixtureTarget, folder, _fixture_name(generator), [PIN], kwargs,
                                           comments=[f"# From the pin of epoch {pin.epoch_id}."])
 

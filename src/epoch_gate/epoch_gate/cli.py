@@ -186,6 +186,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
     observations = replayed.observations + tuple(archive)
     out = Path(args.report_dir)
+    tree = None
+    try:
+        tree = reviewed_tree(root)
+    except EvidenceError as error:
+        if base is not None:  # judged from git: a tree that cannot be attested is not a tree to pass
+            findings.append(error.reason)
+        else:  # --changed-file outside a checkout: nothing to attest
+            print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
     evidence = Evidence(identities=identities, changed=changed, protected=protected, replay=replayed.result,
                         observations=observations, freezes=tuple(freezes), today=args.today,
                         findings=tuple(findings),
@@ -198,10 +206,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         oracle = oracle_changes(paths, changed, lambda p: read_at(root, base, p), lambda p: read_file(root, p))
     result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations, oracle)
     files = report.output_files(result, dict(replayed.witnesses))
-    try:
-        files[STATEMENT_FILE] = statement_bytes(result, reviewed_tree(root), files["report.json"])
-    except EvidenceError as error:  # not a git checkout (e.g. --changed-file outside one): nothing to attest
-        print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
+    if tree is not None:
+        files[STATEMENT_FILE] = statement_bytes(result, tree, files["report.json"])
     for rel, data in files.items():
         replace_file(out / rel, data)
     print("\n".join(report.console_lines(result)))

@@ -103,3 +103,17 @@ def test_check_in_a_git_checkout_attests_the_reviewed_tree(project: Path) -> Non
     assert statement["predicate"]["verdict"] == "closed"
     assert statement["predicate"]["head_commit"] == git(project, "rev-parse", "HEAD")
     assert statement["subject"][0]["digest"] == {"gitTree": statement["subject"][0]["digest"]["gitTree"]}
+
+
+def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
+    from epoch_gate.tree_test import make_repo
+
+    make_repo(project)
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    (project / "odd\nname.txt").write_text("a path `git hash-object --stdin-paths` cannot take\n")
+    main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
+          "--trust-any-base", "--today", "2026-12-02"])
+    report = json.loads((project / "dist/gate/report.json").read_text())
+    assert report["verdict"] == "closed"
+    assert any(r["code"] == "changed-set-unavailable" and "newline" in r["message"] for r in report["reasons"])
+    assert not (project / "dist/gate/statement.intoto.json").exists()
