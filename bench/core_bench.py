@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from epoch_gate.changes import ChangedPath, ProtectedSet
-from epoch_gate.decision import Evidence, Identities, decide
+from epoch_gate.decision import Evidence, Expected, Identities, decide
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import sha256_file
 from epoch_gate.observations import load_observations, make_observation, write_observation
@@ -65,9 +65,10 @@ def bench_check(folder: Path, count: int, repeats: int) -> None:
     freezes = tuple(Freeze(f"freezes/{o.id}.json", o.id, "e1", datetime.date(2099, 1, 1), "r")
                     for o in loaded[: count // 4] if o.is_flake)
     outcome = PropertyOutcome("p", "b", count, "pass", (), "")
-    evidence = Evidence(Identities("e1", "g", "m"), tuple(ChangedPath(f"src/f{i}.py", "modified") for i in range(500)),
+    evidence = Evidence(Identities("e1", "g", "m", "w"), tuple(ChangedPath(f"src/f{i}.py", "modified") for i in range(500)),
                         ProtectedSet(frozenset(f"fixtures/f{i}" for i in range(500)), ("observations/", "freezes/")),
-                        ReplayResult("e1", "m", (outcome,)), tuple(loaded), freezes, datetime.date(2026, 12, 2))
+                        ReplayResult("e1", "m", "w", (outcome,)), tuple(loaded), freezes, datetime.date(2026, 12, 2),
+                        expected=Expected((("p", "b"),), {"b": count}))
     verdicts = timed(lambda: decide(evidence), repeats)
     print(f"load+validate {count} archived observations: {fmt(load)}; decide over them "
           f"(+{len(freezes)} freezes, 500 changed paths): {fmt(verdicts)}")

@@ -28,7 +28,7 @@ from pants.util.logging import LogLevel
 
 from epoch_gate.check import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.world import listing_sha256
+from epoch_gate.world import listing_sha256, record_counts
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
@@ -71,6 +71,7 @@ class FixtureWorld:
     digest: Digest
     world_sha256: Optional[str]
     failure: Optional[Reason]
+    records: FrozenDict[str, int] = FrozenDict()  # bound -> record count: what a complete replay evaluates
 
 
 @dataclass(frozen=True)
@@ -129,11 +130,13 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
         return FixtureWorld(result.output_digest, None, Reason(
             Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
             f"the generator failed in its sandbox: {tail[0][:300]}"))
-    entries = await Get(DigestEntries, Digest, result.output_digest)
+    entries, contents = await MultiGet(Get(DigestEntries, Digest, result.output_digest),
+                                       Get(DigestContents, Digest, result.output_digest))
     listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint
                for e in entries if isinstance(e, FileEntry)}
+    records = record_counts({os.path.relpath(c.path, WORLD_DIR): c.content for c in contents})
     try:
-        return FixtureWorld(result.output_digest, listing_sha256(listing), None)
+        return FixtureWorld(result.output_digest, listing_sha256(listing), None, FrozenDict(records))
     except EvidenceError as error:
         return FixtureWorld(result.output_digest, None, error.reason)
 

@@ -16,18 +16,21 @@ from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, report
 from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
-from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, protected_changes, read_at
+from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes, read_at
 from epoch_gate.check import check_replay
-from epoch_gate.decision import Evidence, Identities, decide
+from epoch_gate.decision import Evidence, Expected, Identities, decide
 from epoch_gate.freezes import parse_freeze_files
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
+from epoch_gate.protection import irregular_paths, pinned_at_base
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.selfcheck import shadowing
 from epoch_gate_pants.subsystems import GateSubsystem
+from epoch_gate_pants.suite import Suite, SuiteRequest
 from epoch_gate_pants.target_types import SampledPropertiesTarget
 
 
@@ -57,7 +60,7 @@ def _by_name(contents: DigestContents) -> dict[str, bytes]:
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
                    all_targets: AllTargets, dist_dir: DistDir, jail: Jail) -> Gate:
-    findings: list[Reason] = []
+    findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     today, problems = _today(gate)
     findings += problems
 
@@ -78,6 +81,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                                "exactly one sampled_properties target", f"{len(suites)}",
                                "the gate judges one suite of sampled properties"))
     protected = await Get(ProtectedPaths)
+    suite = await Get(Suite, SuiteRequest(suites[0].address)) if len(suites) == 1 else None
+    if suite is not None and suite.problem is not None:
+        findings.append(suite.problem)
+        suite = None
     archive_files, freeze_files = await MultiGet(
         Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
         Get(DigestContents, PathGlobs, _folder_glob(gate.freezes_dir)),
@@ -87,14 +94,16 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     findings += archive_reasons + freeze_reasons
 
     identities = Identities(None, None, None, isolation=jail.isolation.description)
-    replay_result, replayed, witnesses = None, (), {}
-    if len(suites) == 1:
-        run = await Get(ReplayRun, ReplayRequest(suites[0].address))
+    replay_result, replayed, witnesses, expected = None, (), {}, None
+    if suite is not None:
+        run = await Get(ReplayRun, ReplayRequest(suite.target.address))
         findings += run.reasons
         pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
         identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
                                 manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256,
                                 jail.isolation.description)
+        if manifest is not None and run.epoch.world.world_sha256 is not None:
+            expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records)
         if run.result is not None and run.result.exit_code != 0:
             stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
             findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
@@ -105,8 +114,15 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
             findings += evidence.reasons
             replay_result, replayed, witnesses = evidence.result, evidence.observations, dict(evidence.witnesses)
 
+    guarded = protected.as_set()
+    if suite is not None and merge_base:  # what the base pinned stays protected when the change moves it
+        pin_path = run.epoch.files.pin_path
+        guarded = ProtectedSet(guarded.paths | pinned_at_base(read_at(root, merge_base, pin_path), pin_path),
+                               guarded.globs)
+    findings += irregular_paths(root, guarded.paths, (gate.observations_dir, gate.freezes_dir))
+
     oracle = ()
-    if len(suites) == 1 and merge_base and changed_set and protected_changes(changed_set, protected.as_set()):
+    if suite is not None and merge_base and changed_set and protected_changes(changed_set, guarded):
         oracle = oracle_changes(
             OraclePaths(run.epoch.files.pin_path, run.manifest.manifest_path, run.manifest.catalog_path,
                         run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
@@ -122,11 +138,11 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     out = str(Path(dist_dir.relpath) / gate.output_dir)
     observations = (*replayed, *archive)
     verdict = decide(Evidence(
-        identities=identities, changed=changed_set, protected=protected.as_set(), replay=replay_result,
-        observations=observations, freezes=tuple(freezes), today=today, findings=tuple(findings),
+        identities=identities, changed=changed_set, protected=guarded, replay=replay_result,
+        observations=observations, freezes=tuple(freezes), today=today, findings=tuple(findings), expected=expected,
         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
     ))
-    result = report.Report(verdict, identities, merge_base, changed_set, protected.as_set(), replay_result,
+    result = report.Report(verdict, identities, merge_base, changed_set, guarded, replay_result,
                            observations, oracle)
     files = report.output_files(result, witnesses)
     if tree is not None:

@@ -1,8 +1,9 @@
-"""The protected set, derived from the build graph rather than a hand-kept list."""
+"""The protected set, derived from the build graph and the options system rather than a hand-kept list."""
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,15 +11,26 @@ from pants.base.build_root import BuildRoot
 from pants.build_graph.address import BuildFileAddress, BuildFileAddressRequest
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets, HydratedSources, HydrateSourcesRequest, SourcesField
+from pants.option.global_options import GlobalOptions
+from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
 import epoch_gate
 import epoch_gate_pants
 from epoch_gate.changes import ProtectedSet
+from epoch_gate.protection import inside, oracle_package, shaping_files
 from epoch_gate_pants.subsystems import GateSubsystem
-from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget
+from epoch_gate_pants.target_types import (
+    EpochFixtureTarget,
+    PropertyManifestPredicatesField,
+    PropertyManifestTarget,
+    SampledPropertiesTarget,
+)
 
 ORACLE_TARGETS = (EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget)
+# Pants reads these from the build root whatever the options say (a .pants.rc by default; a CI job may
+# name another pants*.toml in PANTS_CONFIG_FILES).
+CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc")
 
 
 @dataclass(frozen=True)
@@ -32,15 +44,22 @@ class ProtectedPaths:
 
 def _in_tree_package(module_file: str, build_root: str) -> list[str]:
     """The package folder of in-repo gate code (as a folder glob); nothing when it is installed."""
-    folder = Path(module_file).resolve().parent
-    try:
-        return [folder.relative_to(Path(build_root).resolve()).as_posix() + "/"]
-    except ValueError:
-        return []
+    folder = inside(build_root, str(Path(module_file).resolve().parent))
+    return [] if folder is None else [folder + "/"]
+
+
+def _configuration(global_options: GlobalOptions, build_root: str) -> set[str]:
+    """Every configuration file Pants was told to read, and every folder its plugins are imported from,
+    that lies inside the repository."""
+    files = {inside(build_root, p) for p in (*global_options.pants_config_files, *global_options.pantsrc_files)}
+    folders = {inside(build_root, p) for p in (*global_options.pythonpath, *sys.path)}
+    # The build root itself on a path would protect everything: the gate's own shadowing check covers it.
+    return {f for f in files if f} | {f + "/" for f in folders if f}
 
 
 @rule(desc="Derive the protected set", level=LogLevel.DEBUG)
-async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem) -> ProtectedPaths:
+async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem,
+                               global_options: GlobalOptions) -> ProtectedPaths:
     oracle = [t for t in all_targets if isinstance(t, ORACLE_TARGETS)]
     fields = [field for t in oracle for field in t.field_values.values() if isinstance(field, SourcesField)]
     hydrated = await MultiGet(Get(HydratedSources, HydrateSourcesRequest(f)) for f in fields)
@@ -49,15 +68,25 @@ async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem) -> 
         for t in oracle
     )
     paths = {path for h in hydrated for path in h.snapshot.files}
-    # Globbed sources (inputs, predicates) can gain files: protect what the globs could match too.
-    globs = {os.path.join(f.address.spec_path, g) for f in fields for g in (f.globs or ())
-             if not g.startswith("!") and any(c in g for c in "*?[")}
+    declared = {os.path.join(f.address.spec_path, g) for f in fields for g in (f.globs or ()) if not g.startswith("!")}
+    # A declared file stays protected when it is deleted; globbed sources (inputs, predicates) can gain
+    # files: protect what the globs could match too.
+    globs = {g for g in declared if any(c in g for c in "*?[")}
+    paths |= declared - globs
     paths |= {b.rel_path for b in build_files}
-    paths.add("pants.toml")
+
+    predicates = [p for f, h in zip(fields, hydrated) if isinstance(f, PropertyManifestPredicatesField)
+                  for p in h.snapshot.files]
+    roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicates))
+    packages = {oracle_package(str(path), root.path) for path, root in roots.path_to_root.items()}
+
+    folders = {os.path.dirname(p) for p in paths} | {t.address.spec_path for t in oracle}
     root = BuildRoot().path
-    gate_code = [*_in_tree_package(epoch_gate.__file__, root), *_in_tree_package(epoch_gate_pants.__file__, root)]
-    evidence = [gate.observations_dir.rstrip("/") + "/", gate.freezes_dir.rstrip("/") + "/"]
-    return ProtectedPaths(tuple(sorted(paths)), tuple(sorted({*globs, *gate_code, *evidence, *gate.protected})))
+    gate_code = {*_in_tree_package(epoch_gate.__file__, root), *_in_tree_package(epoch_gate_pants.__file__, root)}
+    evidence = {gate.observations_dir.rstrip("/") + "/", gate.freezes_dir.rstrip("/") + "/"}
+    globs |= (packages | shaping_files(folders, global_options.build_patterns) | set(CONFIG_GLOBS)
+              | _configuration(global_options, root) | gate_code | evidence | set(gate.protected))
+    return ProtectedPaths(tuple(sorted(paths - globs)), tuple(sorted(globs)))
 
 
 def rules() -> list:

@@ -8,14 +8,19 @@ from typing import Any, Optional
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
-from pants.backend.python.util_rules.python_sources import PythonSourceFilesRequest, StrippedPythonSourceFiles
+from pants.backend.python.util_rules.python_sources import (
+    PythonSourceFiles,
+    PythonSourceFilesRequest,
+    StrippedPythonSourceFiles,
+)
 from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem
-from pants.core.util_rules.source_files import SourceFilesRequest
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
 from pants.engine.addresses import Address
 from pants.engine.fs import (
     EMPTY_DIGEST,
     EMPTY_FILE_DIGEST,
+    AddPrefix,
     Digest,
     DigestContents,
     DigestSubset,
@@ -25,11 +30,15 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
+from pants.engine.target import InvalidFieldException, TransitiveTargets, TransitiveTargetsRequest
+from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
 from epoch_gate.check import check_replay
+from epoch_gate.modules import shadowing
+from epoch_gate.protection import strip_root
 from epoch_gate.reasons import Reason
+from epoch_gate.modules import unowned_predicates
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
@@ -43,6 +52,11 @@ from epoch_gate_pants.target_types import (
 )
 
 REPLAY_DIR = "__replay"
+MANIFEST_DIR = "__manifest"
+# Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
+# first, then the standard library, then the code under test, so the change can shadow neither.
+BOOT = ("import sys; sys.path.insert(0, {runner!r}); sys.path.append('.'); "
+        "from epoch_gate.cli import main; sys.exit(main())")
 
 
 @dataclass(frozen=True)
@@ -61,16 +75,19 @@ class ReplayRun:
     manifest: ManifestFiles
     result: Optional[FallibleProcessResult]
     output: Digest
+    refusals: tuple[Reason, ...] = ()  # why the sandbox was not run: a module provided twice, say
 
     @property
     def reasons(self) -> tuple[Reason, ...]:
-        return (*self.epoch.pin.reasons, *self.manifest.check.reasons)
+        return (*self.epoch.pin.reasons, *self.manifest.check.reasons, *self.refusals)
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup,
                                     runner: CoreRunner, jail: Jail) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
+    if suite.problem is not None or suite.fixture is None or suite.manifest is None:
+        raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
     epoch, manifest = await MultiGet(
         Get(EpochCheck, EpochCheckRequest(suite.fixture.address)),
         Get(ManifestFiles, ManifestFilesRequest(suite.manifest.address)),
@@ -80,24 +97,44 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
 
     transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([request.address]))
-    code, predicates, manifest_only, python = await MultiGet(
-        Get(StrippedPythonSourceFiles, PythonSourceFilesRequest(transitive.closure)),
-        Get(StrippedSourceFiles, SourceFilesRequest([suite.manifest[PropertyManifestPredicatesField]])),
-        Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
+    predicates_field = suite.manifest[PropertyManifestPredicatesField]
+    unstripped, predicate_sources, python = await MultiGet(
+        Get(PythonSourceFiles, PythonSourceFilesRequest(transitive.closure)),
+        Get(SourceFiles, SourceFilesRequest([predicates_field])),
         Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
     )
+    predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
+    code, predicates, manifest_only = await MultiGet(
+        Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
+        Get(StrippedSourceFiles, SourceFiles, predicate_sources),
+        Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
+    )
+    # Every file's place in the merged sandbox: a module provided twice, or a file landing on the
+    # runner's package or a folder of the gate's, is refused before anything runs.
+    roots = unstripped.source_roots
+    placed = {path: strip_root(path, roots)[1] for path in unstripped.source_files.snapshot.files}
+    placed.update({str(path): strip_root(str(path), [root.path])[1]
+                   for path, root in predicate_roots.path_to_root.items()})
+    refusals = (*shadowing(placed, ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR)),
+                *unowned_predicates(manifest.check.catalog, predicates.snapshot.files, manifest.catalog_path))
+    if refusals:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
+    manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
+    manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")
+    if manifest_dir:
+        manifest_only = await Get(Digest, RemovePrefix(manifest_only, manifest_dir))
+    manifest_only = await Get(Digest, AddPrefix(manifest_only, MANIFEST_DIR))
     # Exactly the world, the manifest, the predicates, the code under test and the runner: the cache key.
     sandbox = await Get(Digest, MergeDigests([
         runner.digest, code.stripped_source_files.snapshot.digest, predicates.snapshot.digest,
         epoch.world.digest, manifest_only, jail.tools,
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
-    # -S: no site-packages, so nothing of the host's installation reaches the replay.
     argv, env = jail.wrap(
-        [python.path, "-B", "-S", "-s", "-m", "epoch_gate", "replay", "--manifest", manifest.manifest_path,
-         "--world", WORLD_DIR, "--epoch-id", pin.epoch_id, "--out", REPLAY_DIR,
-         "--max-witnesses", str(max_witnesses)],
-        {**HERMETIC_ENV, "PYTHONPATH": f"{RUNNER_ROOT}:."})
+        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
+         "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
+         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses)],
+        dict(HERMETIC_ENV))
     result = await Get(FallibleProcessResult, Process(
         argv=argv,
         input_digest=sandbox,

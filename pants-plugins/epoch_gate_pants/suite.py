@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from pants.build_graph.address import Address, AddressInput
 from pants.engine.fs import Digest, DigestContents, MergeDigests
@@ -19,6 +20,7 @@ from pants.engine.target import (
 from pants.util.logging import LogLevel
 
 from epoch_gate.check import ManifestCheck, check_manifest
+from epoch_gate.reasons import Code, Reason
 from epoch_gate_pants.target_types import (
     EpochFixtureTarget,
     PropertyManifestCatalogField,
@@ -37,9 +39,12 @@ class SuiteRequest:
 
 @dataclass(frozen=True)
 class Suite:
+    """A suite whose `fixture` and `manifest` name targets of the right types; else `problem` says why."""
+
     target: Target
-    fixture: Target
-    manifest: Target
+    fixture: Optional[Target]
+    manifest: Optional[Target]
+    problem: Optional[Reason] = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,15 @@ async def _referenced(target: Target, field_type: type[StringField], expected: t
 async def resolve_suite(request: SuiteRequest) -> Suite:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
     target = wrapped.target
-    fixture = await _referenced(target, SampledPropertiesFixtureField, EpochFixtureTarget)
-    manifest = await _referenced(target, SampledPropertiesManifestField, PropertyManifestTarget)
+    field: type[StringField] = SampledPropertiesFixtureField
+    try:
+        fixture = await _referenced(target, field, EpochFixtureTarget)
+        field = SampledPropertiesManifestField
+        manifest = await _referenced(target, field, PropertyManifestTarget)
+    except Exception as error:  # noqa: BLE001 - any resolution failure is a closing reason, not a Pants error
+        return Suite(target, None, None, Reason(
+            Code.ARTIFACT_MALFORMED, str(target.address), f"`{field.alias}` naming an existing target of the "
+            "right type", str(target[field].value), f"{target.address}: {str(error).splitlines()[0][:300]}"))
     return Suite(target, fixture, manifest)
 
 

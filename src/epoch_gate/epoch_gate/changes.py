@@ -42,8 +42,8 @@ class ProtectedSet:
 @lru_cache(maxsize=512)
 def _glob_regex(glob: str) -> re.Pattern[str]:
     glob = glob.lstrip("/")  # globs are anchored at the build root already; a leading `/` says so
-    if glob.endswith("/"):
-        glob += "**"
+    folder = glob.endswith("/")
+    glob = glob.rstrip("/")
     out = []
     i = 0
     while i < len(glob):
@@ -62,7 +62,8 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(glob[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z")
+    # A folder matches its own path too: a symlink or file committed in the folder's place is a change to it.
+    return re.compile("".join(out) + (r"(?:/.*)?\Z" if folder else r"\Z"), re.DOTALL)
 
 
 def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
@@ -100,7 +101,13 @@ def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
 
 
 def _commit_of(root: Path, rev: str) -> str | None:
-    done = _run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    done = _run_git(root, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}")
+    if b"is ambiguous" in done.stderr:
+        # `origin/main` is also refs/tags/origin/main (or a branch of that name): git would pick one
+        # silently, and a change can push the one it prefers.
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the revision {rev!r} is ambiguous: more than one ref has "
+                   "that short name; name it in full (e.g. refs/remotes/origin/main)",
+                   expected="one ref", found="ambiguous")
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 
@@ -114,7 +121,7 @@ def _is_shallow(root: Path) -> bool:
     return _run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
 
 
-DEFAULT_TRUSTED_REFS = ("origin/main",)
+DEFAULT_TRUSTED_REFS = ("refs/remotes/origin/main",)
 UNSHALLOW_HINT = ("fetch the full history: `git fetch --unshallow origin` (GitHub Actions: "
                   "actions/checkout with `fetch-depth: 0`)")
 
@@ -151,6 +158,11 @@ def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> N
     """
     if not trusted_refs:
         return
+    short = [ref for ref in trusted_refs if not ref.startswith("refs/")]
+    if short:  # a short name resolves through refs/tags/ before refs/remotes/: a pushed tag would win
+        raise fail(Code.BASE_UNTRUSTED, "pants.toml", "trusted refs must be full ref names "
+                   f"(refs/remotes/origin/main, not origin/main): {', '.join(short)}",
+                   expected="refs/...", found=", ".join(short))
     present = [ref for ref in trusted_refs if _commit_of(root, ref) is not None]
     if not present:
         hint = UNSHALLOW_HINT if _is_shallow(root) else "fetch it, e.g. `git fetch origin main`"

@@ -101,7 +101,7 @@ def test_protected_changes_name_the_status() -> None:
                                                              "deleted")]
 
 
-def trust_code(repo: Path, base: str, refs: tuple[str, ...] = ("origin/main",)) -> Code | None:
+def trust_code(repo: Path, base: str, refs: tuple[str, ...] = ("refs/remotes/origin/main",)) -> Code | None:
     try:
         check_trusted(repo, changed_paths(repo, base)[0], refs)
     except EvidenceError as error:
@@ -133,7 +133,7 @@ def test_missing_trusted_ref_is_untrusted_and_an_empty_list_turns_the_check_off(
     assert trust_code(repo, "HEAD") is Code.BASE_UNTRUSTED
     assert trust_code(repo, "HEAD", ()) is None
     git(repo, "branch", "release")
-    assert trust_code(repo, "HEAD", ("origin/main", "release")) is None
+    assert trust_code(repo, "HEAD", ("refs/remotes/origin/main", "refs/heads/release")) is None
 
 
 def test_shallow_clone_that_cannot_prove_the_base_says_how_to_fetch(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -113,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate.changes import (DEFAULT_TRUSTED_REFS, ChangedPath, ProtectedSet, changed_paths, check_trusted,
                                     protected_changes, read_at)
     from epoch_gate.oracle import OracleChange, OraclePaths, oracle_changes, read_file
-    from epoch_gate.decision import Evidence, Identities, decide
+    from epoch_gate.decision import Evidence, Expected, Identities, decide
     from epoch_gate.folders import read_folder
     from epoch_gate.freezes import load_freezes
     from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
@@ -121,6 +121,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate.strictjson import read_bytes
     from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
     from epoch_gate.tree import reviewed_tree
+    from epoch_gate.world import world_record_counts, world_sha256
 
     root = Path(args.root)
     findings: list[Reason] = []
@@ -139,10 +140,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     def said_once(reasons: tuple[Reason, ...]) -> list[Reason]:
         return [r for r in reasons if not (r.code is Code.ARTIFACT_MISSING and r.path in unreadable)]
 
+    world, records = None, None
+    if args.world:
+        try:
+            world, records = world_sha256(root / args.world), world_record_counts(root / args.world)
+        except (OSError, EvidenceError) as exc:
+            findings.append(exc.reason if isinstance(exc, EvidenceError) else Reason(
+                Code.ARTIFACT_MISSING, args.world, "a fixture world", type(exc).__name__,
+                "the fixture world cannot be read"))
     pin_check = check.check_pin(
         pin_path=args.pin, pin_bytes=optional_bytes(args.pin), generator=args.generator,
         generator_sha256=_sha_or_none(root, args.generator),
-        inputs={i: _sha_or_none(root, i) for i in args.input}, world_sha256=None)
+        inputs={i: _sha_or_none(root, i) for i in args.input}, world_sha256=world)
     manifest_check = check.check_manifest(
         manifest_path=args.manifest, manifest_bytes=optional_bytes(args.manifest),
         catalog_path=args.catalog, catalog_bytes=optional_bytes(args.catalog))
@@ -180,7 +189,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     pin, manifest = pin_check.pin, manifest_check.manifest
     identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None)
+                            manifest.manifest_sha256 if manifest else None, world)
+    expected = None
+    if manifest is not None and records is not None:
+        expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), records)
     protected = ProtectedSet(frozenset([args.pin, args.generator, *args.input, args.manifest, args.catalog,
                                         *args.predicates]),
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
@@ -196,7 +208,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
     evidence = Evidence(identities=identities, changed=changed, protected=protected, replay=replayed.result,
                         observations=observations, freezes=tuple(freezes), today=args.today,
-                        findings=tuple(findings),
+                        findings=tuple(findings), expected=expected,
                         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed.observations})
     verdict = decide(evidence)
     oracle: tuple[OracleChange, ...] = ()
@@ -293,6 +305,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--predicates", action="append", default=[],
                      help="a predicates module's file (repeatable): protected, and diffed per predicate")
     chk.add_argument("--replay", help="the output folder of `epoch-gate replay`")
+    chk.add_argument("--world", help="the fixture world the replay ran over: its digest must match the pin, and "
+                                     "every record of it must have been evaluated (without it: closed)")
     chk.add_argument("--observations", default="observations")
     chk.add_argument("--freezes", default="freezes")
     changes = chk.add_mutually_exclusive_group()
@@ -300,7 +314,7 @@ def parser() -> argparse.ArgumentParser:
     changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
     chk.add_argument("--trusted-ref", action="append", default=[],
                      help="a ref whose history is reviewed; the base must be reachable from one "
-                          "(repeatable; default origin/main)")
+                          "(repeatable, a full ref name; default refs/remotes/origin/main)")
     chk.add_argument("--trust-any-base", action="store_true",
                      help="skip the trusted-base check (only where the base is vouched for otherwise)")
     chk.add_argument("--protect", action="append", default=[], help="a protected glob")

@@ -36,11 +36,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def check_args(*extra: str) -> list[str]:
     return ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--replay", "out",
-            "--changed-file", "changed.txt", "--today", "2026-12-02", *extra]
+            "--world", "world", "--changed-file", "changed.txt", "--today", "2026-12-02", *extra]
+
+
+PIN = ["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json",
+       "--world", "world"]
 
 
 def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    assert main(PIN) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
     sys.modules.pop("cli_preds", None)
     assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
@@ -66,6 +70,25 @@ def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[st
 
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 1
     assert "epoch-id-reused" in capsys.readouterr().err
+
+
+def test_check_verifies_the_replay_against_the_world(project: Path) -> None:
+    assert main(PIN) == 0
+    assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
+    sys.modules.pop("cli_preds", None)
+    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
+                 "--out", "out", "--path", str(project)]) == 0
+    (project / "changed.txt").write_text("src/app.py\n")
+
+    def codes(*args: str) -> set[str]:
+        main(args)
+        return {r["code"] for r in json.loads((project / "dist/gate/report.json").read_text())["reasons"]}
+
+    without_world = [a for a in check_args() if a not in ("--world", "world")]
+    assert codes(*without_world) == {"replay-incomplete", "world-mismatch"}  # nothing to check it against
+    (project / "world" / "payments.jsonl").write_text('{"amount":1}\n{"amount":5}\n{"amount":7}\n')
+    # Another world: the pin says so, and the replay read fewer records than the world holds.
+    assert codes(*check_args()) == {"world-mismatch", "replay-incomplete"}
 
 
 def test_malformed_manifest_is_closed_without_a_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

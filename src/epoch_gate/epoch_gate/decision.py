@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
@@ -44,6 +44,15 @@ class Identities:
 
 
 @dataclass(frozen=True)
+class Expected:
+    """What a complete replay must show, from the caller's own reading of the manifest and the world:
+    the manifest's (name, bound) pairs in order, and the record count of each bound of the world."""
+
+    properties: tuple[tuple[str, str], ...]
+    records: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the caller observed. `findings` are the reasons loading and verifying already produced
     (pin, manifest, catalog, archive, freezes); a None changed set or replay means it is unavailable."""
@@ -57,6 +66,43 @@ class Evidence:
     today: datetime.date
     findings: tuple[Reason, ...] = ()
     witness_paths: dict[str, str] = field(default_factory=dict)
+    expected: Optional[Expected] = None  # None: the manifest or the world could not be read
+
+
+def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
+    return Reason(Code.REPLAY_INCOMPLETE, path, expected, found, message)
+
+
+def _shape_problems(replay: ReplayResult, ids: Identities, expected: Optional[Expected]) -> list[Reason]:
+    """The replay's output is checked, not believed: every manifest property over every record of its
+    bound, over the pinned world, with witnesses for every non-pass."""
+    problems = []
+    if ids.world_sha256 is None or replay.world_sha256 != ids.world_sha256:
+        problems.append(Reason(Code.WORLD_MISMATCH, "replay", expected=str(ids.world_sha256),
+                               found=replay.world_sha256, message="the replay ran over another fixture world"))
+    if expected is None:
+        return [*problems, _incomplete("replay", "the manifest's properties and the world's record counts",
+                                       "unavailable", "the replay's completeness cannot be checked")]
+    found = tuple((p.name, p.bound) for p in replay.properties)
+    if found != expected.properties:
+        problems.append(_incomplete("replay", ", ".join(n for n, _ in expected.properties)[:500],
+                                    ", ".join(n for n, _ in found)[:500],
+                                    "the replay did not evaluate exactly the manifest's properties"))
+    for outcome in replay.properties:
+        if outcome.outcome in ("fail", "flake") and not outcome.observation_ids:
+            problems.append(_incomplete(outcome.name, "the witnesses of a non-passing property", "none",
+                                        f"{outcome.name}: {outcome.outcome} without any observation"))
+        if outcome.outcome == "fail" and outcome.failures < 1:
+            problems.append(_incomplete(outcome.name, "a count of failing records", str(outcome.failures),
+                                        f"{outcome.name}: fail without a failing record"))
+        if outcome.outcome == "error":
+            continue
+        want = expected.records.get(outcome.bound, 0)
+        if outcome.records != want or want == 0:
+            problems.append(_incomplete(outcome.name, f"{want} {outcome.bound} records",
+                                        f"{outcome.records} evaluated",
+                                        f"{outcome.name}: the replay did not evaluate every record of its bound"))
+    return problems
 
 
 @dataclass(frozen=True)
@@ -122,6 +168,7 @@ def decide(evidence: Evidence) -> Verdict:
         if not replay.properties:
             reasons.append(Reason(Code.REPLAY_FAILED, "", "at least one property", "none",
                                   "the replay evaluated no property"))
+        reasons.extend(_shape_problems(replay, ids, evidence.expected))
         if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
             reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, "",
                                   expected=f"{ids.epoch_id} / {ids.manifest_sha256}",

@@ -10,7 +10,7 @@ import pytest
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin
-from epoch_gate.decision import Evidence, Identities, Label, decide
+from epoch_gate.decision import Evidence, Expected, Identities, Label, decide
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import canonical_json, canonical_sha256
 from epoch_gate.manifest import ALGORITHM, draw, manifest_body
@@ -19,7 +19,7 @@ from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay import PropertyOutcome, ReplayResult
 
 TODAY = datetime.date(2026, 12, 2)
-IDS = Identities("e1", "a" * 64, "m" * 64)
+IDS = Identities("e1", "a" * 64, "m" * 64, "w" * 64)
 PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "checks/manifest.json"}), ("observations/", "freezes/"))
 
 
@@ -31,11 +31,12 @@ def observation(prop: str = "retry_applies_once", status: str = "flake", epoch: 
 
 
 def replay(*outcomes: PropertyOutcome) -> ReplayResult:
-    return ReplayResult("e1", "m" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
+    return ReplayResult("e1", "m" * 64, "w" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
 
 
 def outcome_for(obs: Observation) -> PropertyOutcome:
-    return PropertyOutcome(obs.property, obs.bound, 10, obs.status, (obs.id,), obs.detail)
+    return PropertyOutcome(obs.property, obs.bound, 10, obs.status, (obs.id,), obs.detail,
+                           failures=int(obs.status == "fail"))
 
 
 def freeze(obs: Observation, *, epoch: str = "e1", expires: datetime.date = datetime.date(2026, 12, 31),
@@ -47,6 +48,9 @@ def evidence(**overrides: object) -> Evidence:
     base: dict[str, object] = dict(identities=IDS, changed=(ChangedPath("src/orders/orders/totals.py", "modified"),),
                                    protected=PROTECTED, replay=replay(), observations=(), freezes=(), today=TODAY)
     base.update(overrides)
+    if "expected" not in base:  # what the manifest and the world say, when a test is not about that
+        played = base["replay"].properties if base["replay"] else ()  # type: ignore[attr-defined]
+        base["expected"] = Expected(tuple((p.name, p.bound) for p in played), {p.bound: 10 for p in played})
     return Evidence(**base)  # type: ignore[arg-type]
 
 
@@ -200,3 +204,34 @@ def test_every_reason_is_reported_together() -> None:
                   observations=(flake,),
                   findings=(Reason(Code.GENERATOR_MISMATCH, "g.py", "a", "b", "m"),))
     assert codes(ev) == [Code.GENERATOR_MISMATCH, Code.PROTECTED_PATH_CHANGED, Code.FLAKE_UNFROZEN]
+
+
+# The replay's output is checked against the manifest and the world, not believed.
+FULL = Expected((("p", "orders"),), {"orders": 10})
+
+
+def test_a_replay_that_skips_a_manifest_property_is_closed() -> None:
+    expected = Expected((("p", "orders"), ("q", "orders")), {"orders": 10})
+    assert codes(evidence(expected=expected)) == [Code.REPLAY_INCOMPLETE]
+    assert codes(evidence(expected=FULL)) == []
+
+
+def test_a_replay_over_fewer_records_than_the_bound_holds_is_closed() -> None:
+    assert codes(evidence(expected=Expected(FULL.properties, {"orders": 11}))) == [Code.REPLAY_INCOMPLETE]
+    empty = replay(PropertyOutcome("p", "orders", 0, "pass", (), ""))
+    assert codes(evidence(replay=empty, expected=Expected(FULL.properties, {"orders": 0}))) == \
+        [Code.REPLAY_INCOMPLETE]  # a pass over nothing is not a pass
+
+
+def test_a_non_pass_without_witnesses_is_closed() -> None:
+    for outcome in ("fail", "flake"):
+        bare = replay(PropertyOutcome("p", "orders", 10, outcome, (), "", failures=int(outcome == "fail")))
+        assert Code.REPLAY_INCOMPLETE in codes(evidence(replay=bare, expected=FULL))
+
+
+def test_a_replay_over_another_world_or_without_expectations_is_closed() -> None:
+    other = dataclasses.replace(replay(), world_sha256="x" * 64)
+    assert codes(evidence(replay=other, expected=FULL)) == [Code.WORLD_MISMATCH]
+    assert codes(evidence(identities=dataclasses.replace(IDS, world_sha256=None), expected=FULL)) == \
+        [Code.WORLD_MISMATCH]
+    assert codes(evidence(expected=None)) == [Code.REPLAY_INCOMPLETE]

@@ -18,7 +18,7 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.manifest import parse_manifest, sample
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin, check_replay
-from epoch_gate.decision import Evidence, Identities, Label, decide
+from epoch_gate.decision import Evidence, Expected, Identities, Label, decide
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.observations import make_observation, parse_observation_files
 from epoch_gate.pin import Pin, PinnedFile
@@ -175,14 +175,15 @@ def _evidence(flaky: bool, failed: bool, frozen: bool, protected_touch: bool, ar
         outcomes.append(PropertyOutcome("p", "b", 1, "flake", (FLAKE.id,), ""))
         observations.append(FLAKE)
     if failed:
-        outcomes.append(PropertyOutcome("q", "b", 1, "fail", (FAIL.id,), ""))
+        outcomes.append(PropertyOutcome("q", "b", 1, "fail", (FAIL.id,), "", failures=1))
         observations.append(FAIL)
     if archive:
         observations.append(dataclasses.replace(FLAKE, source="archive"))
     freezes = (Freeze("freezes/f.json", FLAKE.id, "e1", datetime.date(2027, 1, 1), "r"),) if frozen else ()
     changed = (ChangedPath("fixtures/EPOCH" if protected_touch else "src/x.py", "modified"),)
-    return Evidence(Identities("e1", "g", "m"), changed, ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
-                    ReplayResult("e1", "m", tuple(outcomes)), tuple(observations), freezes, TODAY)
+    return Evidence(Identities("e1", "g", "m", "w"), changed, ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
+                    ReplayResult("e1", "m", "w", tuple(outcomes)), tuple(observations), freezes, TODAY,
+                    expected=Expected(tuple((o.name, o.bound) for o in outcomes), {"b": 1}))
 
 
 @given(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans())

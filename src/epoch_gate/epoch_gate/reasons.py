@@ -22,6 +22,7 @@ class Code(enum.Enum):
     # Any artifact.
     ARTIFACT_MISSING = "artifact-missing"
     ARTIFACT_MALFORMED = "artifact-malformed"
+    PATH_NOT_REGULAR = "path-not-regular"  # an oracle or evidence path that is a symlink or not a plain file
     # The pin (fixtures/EPOCH).
     GENERATOR_MISMATCH = "generator-mismatch"
     INPUT_MISMATCH = "input-mismatch"
@@ -41,6 +42,9 @@ class Code(enum.Enum):
     PROPERTY_FAILED = "property-failed"
     PREDICATE_ERROR = "predicate-error"
     REPLAY_FAILED = "replay-failed"
+    REPLAY_INCOMPLETE = "replay-incomplete"
+    MODULE_SHADOWED = "module-shadowed"
+    PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"

@@ -96,3 +96,30 @@ def test_replay_is_deterministic_and_never_rewrites_evidence(world: Path, tmp_pa
     assert first == second
     assert {p.name: p.read_bytes() for p in (out / "observations").iterdir()} == snapshot
     assert not [n for n in os.listdir(out / "observations") if n.startswith(".")]
+
+
+def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Record 1 flakes (fails once, passes its rerun); records 5 and 8 fail for real. With one witness
+    # allowed, the failure must still be found, and the flake still reported.
+    (tmp_path / "preds").mkdir()
+    (tmp_path / "preds" / "mask_preds.py").write_text(
+        "SEEN = set()\n"
+        "def masked(record):\n"
+        "    if record['id'] == 1 and record['id'] not in SEEN:\n"
+        "        SEEN.add(record['id'])\n"
+        "        return False\n"
+        "    return record['id'] not in (5, 8)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "preds"))
+    sys.modules.pop("mask_preds", None)
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "payments.jsonl").write_text("".join(f'{{"id":{i}}}\n' for i in range(10)))
+    props = (Property("masked", "payments", "mask_preds:masked", "m."),)
+    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", epoch_id="e1", max_witnesses=1)
+    (outcome,) = result.properties
+    assert (outcome.outcome, outcome.records, outcome.failures) == ("fail", 10, 2)
+    observations, _ = load_observations(tmp_path / "out" / "observations", "obs", "replay")
+    assert sorted((o.status, o.line) for o in observations) == [("fail", 6), ("flake", 2)]
+    assert set(outcome.observation_ids) == {o.id for o in observations}
+    assert result.world_sha256 == replay.world_sha256(world)

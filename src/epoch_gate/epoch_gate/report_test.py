@@ -18,7 +18,7 @@ FLAKE = make_observation(epoch_id="e1", prop="retry_applies_once", status="flake
 
 def sample_report() -> report.Report:
     ids = Identities("e1", "a" * 64, "b" * 64, "c" * 64)
-    replay = ReplayResult("e1", "b" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
+    replay = ReplayResult("e1", "b" * 64, "c" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
                                                            (FLAKE.id,), "x"),))
     protected = ProtectedSet(frozenset({"fixtures/EPOCH"}), ("freezes/",))
     changed = (ChangedPath("fixtures/EPOCH", "modified"),)

@@ -29,6 +29,22 @@ def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
                 yield number, line
 
 
+def count_records(data: bytes) -> int:
+    """How many records `records` yields from a bound file's bytes: its non-empty lines."""
+    return sum(1 for line in data.split(b"\n") if line)
+
+
+def record_counts(files: Mapping[str, bytes]) -> dict[str, int]:
+    """{bound: record count} of a world given as {relative path: bytes}."""
+    return {path[:-len(SUFFIX)]: count_records(data) for path, data in files.items()
+            if path.endswith(SUFFIX) and "/" not in path}
+
+
+def world_record_counts(world: Path) -> dict[str, int]:
+    return {path.name[:-len(SUFFIX)]: count_records(path.read_bytes()) for path in sorted(world.glob(f"*{SUFFIX}"))
+            if path.is_file() and not path.is_symlink()}
+
+
 def listing_sha256(listing: Mapping[str, str]) -> str:
     """The epoch's content identity: the canonical digest of {relative path: sha256} of the world."""
     if not listing:
