@@ -9,7 +9,7 @@ base="${GATE_BASE:-origin/main}"
 git fetch --quiet origin main 2>/dev/null || true # a clone that already has origin/main is fine too
 rm -rf dist/gate # a report left from an earlier run must never stand in for this one
 # --no-pantsrc: a .pants.rc in the change must not configure the gate that judges it.
-PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc --changed-since="$base" gate
+PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --base="$base" ::
 verdict=$?
 if [ -f dist/gate/report.md ]; then
   cat dist/gate/report.md

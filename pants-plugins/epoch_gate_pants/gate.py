@@ -119,7 +119,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         pin_path = run.epoch.files.pin_path
         guarded = ProtectedSet(guarded.paths | pinned_at_base(read_at(root, merge_base, pin_path), pin_path),
                                guarded.globs)
-    findings += irregular_paths(root, guarded.paths, (gate.observations_dir, gate.freezes_dir))
+    plain_folders = [g for g in guarded.globs if g.endswith("/") and not any(c in g for c in "*?[")]
+    findings += irregular_paths(root, guarded.paths, (gate.observations_dir, gate.freezes_dir), plain_folders)
 
     oracle = ()
     if suite is not None and merge_base and changed_set and protected_changes(changed_set, guarded):

@@ -244,11 +244,63 @@ def test_missing_manifest_is_a_reason_not_a_crash(rule_runner: RuleRunner) -> No
 def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
     protected = rule_runner.request(ProtectedPaths, [])
-    assert {"fixtures/EPOCH", "fixtures/gen.py", "fixtures/base.json", "fixtures/BUILD", "checks/BUILD",
-            "checks/manifest.json", "checks/catalog.yaml", "checks/props.py", "pants.toml"} <= set(protected.paths)
+    assert {"fixtures/EPOCH", "fixtures/gen.py", "fixtures/base.json", "fixtures/BUILD",
+            "checks/manifest.json", "checks/catalog.yaml"} <= set(protected.paths)
     assert "src/payments_lib.py" not in protected.paths  # the code under test is not the oracle
     assert {"observations/", "freezes/"} <= set(protected.globs)
     assert not set(protected.globs) & set(protected.paths)
+    guarded = protected.as_set()
+    # What shapes how the oracle is read: the predicates' package (its __init__.py, helper modules), the
+    # BUILD files whose __defaults__ reach an oracle target, git's ignore and attribute files above and
+    # inside oracle folders, every configuration file Pants reads from the repository.
+    for path in ("checks/__init__.py", "checks/helpers.py", "checks/props.py", "checks/BUILD", "BUILD",
+                 "fixtures/.gitattributes", ".gitignore", "checks/deep/.gitignore", "pants.toml", ".pants.rc",
+                 "pants.ci.toml", "freezes", "observations"):
+        assert guarded.matches(path), path
+    for path in ("src/payments_lib.py", "src/BUILD", "src/.gitignore", "docs/notes.md"):
+        assert not guarded.matches(path), path
+
+
+def test_a_pants_config_file_named_by_the_options_is_protected(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    configure(rule_runner, f"--pants-config-files=['{rule_runner.build_root}/ci/extra.toml']",
+              "--pantsrc-files=['ci/gate.rc']")
+    guarded = rule_runner.request(ProtectedPaths, []).as_set()
+    assert guarded.matches("ci/extra.toml") and guarded.matches("ci/gate.rc")
+
+
+def test_a_package_shadowing_the_predicates_is_refused_before_the_replay(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    # A product package under another source root that becomes `checks.props` once roots are stripped.
+    rule_runner.write_files({
+        "src/checks/props/__init__.py": "def refund_le_captured(record):\n    return True\n",
+        "src/checks/props/BUILD": "python_sources()",
+        "src/BUILD": 'python_sources(name="lib", dependencies=["src/checks/props"])',
+    })
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None
+    (reason,) = [r for r in run.reasons if r.code is Code.MODULE_SHADOWED]
+    assert "checks/props.py" in reason.found and "src/checks/props/__init__.py" in reason.found
+
+
+def test_a_product_package_named_like_the_runner_is_refused(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({
+        "src/epoch_gate/__init__.py": "",
+        "src/epoch_gate/replay.py": "def run(*a, **k):\n    pass\n",
+        "src/epoch_gate/BUILD": "python_sources()",
+        "src/BUILD": 'python_sources(name="lib", dependencies=["src/epoch_gate"])',
+    })
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None and {r.path for r in run.reasons if r.code is Code.MODULE_SHADOWED} >= {
+        "src/epoch_gate/__init__.py", "src/epoch_gate/replay.py"}
+
+
+def test_a_catalog_predicate_outside_the_manifests_predicates_is_refused(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"checks/catalog.yaml": CATALOG.replace("checks.props:", "payments_lib:")})
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert Code.PREDICATE_UNPROTECTED in {r.code for r in run.reasons}
 
 
 def test_replay_passes_and_is_reported_by_pants_test(rule_runner: RuleRunner) -> None:

@@ -103,7 +103,7 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
     runs = [s for s in steps if "run" in s]
-    assert runs[0]["run"] == "pants --no-pantsd --no-pantsrc --changed-since=origin/main gate"
+    assert runs[0]["run"] == "pants --no-pantsd --no-pantsrc gate --base=origin/main ::"
 
     several_reasons(adopted)
     summary = tmp_path / "summary.md"

@@ -81,7 +81,9 @@ def test_not_a_repository(tmp_path: Path) -> None:
     "glob, path, hit",
     [
         ("observations/", "observations/a.json", True),
-        ("observations/", "observations", False),
+        ("observations/", "observations", True),  # a symlink or file in the folder's place
+        ("observations/", "observations2/a.json", False),
+        ("freezes/", "freezes/a\nb.json", True),
         ("pants-plugins/**", "pants-plugins/x/y.py", True),
         ("**/BUILD", "BUILD", True),
         ("**/BUILD", "a/b/BUILD", True),
@@ -155,3 +157,23 @@ def test_shallow_clone_that_cannot_prove_the_base_says_how_to_fetch(repo: Path, 
     # With the whole history fetched, the same base is proven reviewed.
     git(clone, "fetch", "-q", "--unshallow", "origin")
     assert trust_code(clone, "reviewed") is None
+
+
+def test_a_tag_shadowing_the_trusted_ref_is_refused(repo: Path) -> None:
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    (repo / "fixtures" / "gen.py").write_text("print(2)\n")
+    git(repo, "commit", "-qam", "the change edits the oracle")
+    git(repo, "tag", "origin/main")  # pushed by the change: `origin/main` now names its own commit too
+    (repo / "src.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "then the product")
+    with pytest.raises(EvidenceError) as caught:
+        changed_paths(repo, "origin/main")
+    assert caught.value.reason.code is Code.CHANGED_SET_UNAVAILABLE and "ambiguous" in caught.value.reason.message
+    # Against the full name the oracle edit is in the changed set, and the base is trusted.
+    assert "fixtures/gen.py" in statuses(repo, "refs/remotes/origin/main")
+    assert trust_code(repo, "refs/remotes/origin/main") is None
+
+
+def test_trusted_refs_must_be_full_names(repo: Path) -> None:
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    assert trust_code(repo, "HEAD", ("origin/main",)) is Code.BASE_UNTRUSTED

@@ -84,10 +84,27 @@ def _symlink_on_the_way(root: Path, path: str) -> Optional[str]:
     return None
 
 
-def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str]) -> list[Reason]:
+def _symlinks_below(root: Path, folder: str) -> list[str]:
+    found = []
+    for current, dirs, files in os.walk(root / folder):  # os.walk does not follow symlinked folders
+        rel = os.path.relpath(current, root).replace(os.sep, "/")
+        found += [f"{rel}/{name}" for name in sorted(dirs + files) if os.path.islink(os.path.join(current, name))]
+        dirs.sort()
+    return found
+
+
+def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
+                    trees: Iterable[str] = ()) -> list[Reason]:
     """Oracle files and evidence folders must be what they seem: a symlink (anywhere on the path) would
-    let an unprotected file stand in for a protected one, and Pants follows symlinks when it reads."""
+    let an unprotected file stand in for a protected one, and Pants follows symlinks when it reads.
+    `trees` are protected folders (the predicates' package, say) that must hold no symlink at any depth."""
     reasons = []
+    for tree in sorted({t.rstrip("/") for t in trees} - {f.rstrip("/") for f in folders}):
+        link = _symlink_on_the_way(root, tree)
+        inner = [link] if link else _symlinks_below(root, tree) if os.path.isdir(root / tree) else []
+        reasons += [_not_regular(path, "no symlink in a protected folder", "symlink",
+                                 "a protected folder holds a symlink: what it points to is not protected")
+                    for path in inner]
     for path in sorted(set(files)):
         link = _symlink_on_the_way(root, path)
         if link is not None:

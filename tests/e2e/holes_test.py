@@ -1,0 +1,103 @@
+"""An adversary's changes, each of which made a failing property pass (or hold) before the gate derived
+its protected set and sandbox from complete facts; judged by the real `./pants --changed-since=… gate`.
+
+Each attack sits beside a product bug that a sampled property catches; every one must be named by its own
+reason, so a test passes only when the gate saw that attack for what it is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.repo import GateRun, Repo
+
+REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
+              "    if already + minor > payment.authorized.minor:")
+# Rebinds every predicate to "holds" before any of them is imported.
+RIGGED_INIT = """import importlib
+_rigged = importlib.import_module(__name__ + ".orders_properties")
+for _name in dir(_rigged):
+    if not _name.startswith("_") and callable(getattr(_rigged, _name)):
+        setattr(_rigged, _name, lambda record: True)
+"""
+# A package that replaces the core the plugin imports, still exposing the real modules.
+IMPOSTOR = """import os as _os
+_real = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))),
+                      "src", "epoch_gate", "epoch_gate")
+__path__.insert(0, _real)
+exec(open(_os.path.join(_real, "__init__.py")).read())
+"""
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
+    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
+
+
+@pytest.fixture
+def repo(example: Repo, tmp_path: Path) -> Repo:
+    return example.clone_to(tmp_path / "repo")
+
+
+def reasons_at(run: GateRun, code: str) -> set[str]:
+    return {r["path"] for r in run.reasons(code)}
+
+
+def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
+    base = repo.head()
+    repo.edit(*REFUND_BUG)
+    # 1. The predicates' package, and a helper module beside them.
+    repo.write("checks/__init__.py", RIGGED_INIT)
+    repo.write("checks/helpers.py", "HOLDS = True\n")
+    # 2. A product package that becomes `checks.orders_properties` in the merged sandbox.
+    repo.write("src/orders/checks/orders_properties/__init__.py",
+               "def refund_le_captured(record):\n    return True\n")
+    repo.write("src/orders/checks/orders_properties/BUILD", "python_sources()\n")
+    repo.edit("src/orders/orders/BUILD", "python_sources()",
+              'python_sources(dependencies=["src/orders/checks/orders_properties"])')
+    # 3. Configuration outside pants.toml, and git's view of an oracle folder.
+    repo.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
+    repo.write("checks/.gitattributes", "catalog.yaml -diff\n")
+    # 4. The plugin's import path: a package ahead of the core on [GLOBAL].pythonpath.
+    repo.write("pants-plugins/epoch_gate/__init__.py", IMPOSTOR)
+    # 5. An evidence folder through a symlink.
+    repo.write("docs/notes/forged.json", "{}\n")
+    os.symlink("docs/notes", repo.root / "freezes")
+    # A path no UTF-8 decoder takes, and one that would inject a workflow command if printed raw.
+    repo.write("docs/" + os.fsdecode(b"caf\xe9.md"), "latin-1 name\n")
+    repo.write("docs/a\n::stop-commands::x.md", "control characters in a name\n")
+    repo.commit("an agent's fix, with help")
+
+    run = repo.gate(f"--changed-since={base}")
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    protected = reasons_at(run, "protected-path-changed")
+    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes",
+            "pants-plugins/epoch_gate/__init__.py", "freezes"} <= protected, protected
+    shadowed = " ".join(r["found"] for r in run.reasons("module-shadowed"))
+    assert "src/orders/checks/orders_properties/__init__.py" in shadowed  # refused in the replay's sandbox
+    assert "pants-plugins/epoch_gate" in shadowed  # the gate's own package provided twice
+    assert "freezes" in reasons_at(run, "path-not-regular")
+    assert "docs/caf\\xe9.md" in {c["path"] for c in run.report["changed"]}
+    assert not any(line.startswith("::") for line in run.stdout.splitlines())
+
+
+def test_renaming_the_generator_names_the_old_path(repo: Repo) -> None:
+    base = repo.head()
+    repo.git("mv", "fixtures/generate_orders.py", "fixtures/generate.py")
+    repo.edit("fixtures/BUILD", 'generator="generate_orders.py"', 'generator="generate.py"')
+    repo.edit("fixtures/BUILD", 'source="generate_orders.py"', 'source="generate.py"')
+    repo.commit("rename the generator")
+    run = repo.gate(f"--changed-since={base}")
+    assert run.verdict == "closed", run.stdout
+    assert {"fixtures/generate_orders.py", "fixtures/BUILD"} <= reasons_at(run, "protected-path-changed")
+
+
+def test_a_suite_naming_a_missing_fixture_is_a_closed_report(repo: Repo) -> None:
+    base = repo.head()
+    repo.edit("checks/BUILD", 'fixture="fixtures:orders_epoch"', 'fixture="fixtures:no_such_epoch"')
+    repo.commit("point the suite elsewhere")
+    run = repo.gate(f"--changed-since={base}")
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert "checks:orders_properties" in reasons_at(run, "artifact-malformed")
