@@ -1,7 +1,7 @@
 """`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
 
-Exit codes: 0 eligible, 1 closed, 2 hold (SPEC §4); 64 a usage error; for `pin`, `sample` and `replay`,
-0 done and 1 refused (the reason is printed).
+Exit codes: 0 eligible, 1 closed, 2 hold (docs/contract.md, Verdict); 64 a usage error; for `pin`,
+`sample` and `replay`, 0 done and 1 refused (the reason is printed).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SHA-256 of files and bytes, and the canonical JSON that digests are taken over (SPEC §2)."""
+"""SHA-256 of files and bytes, and the canonical JSON that digests are taken over (docs/contract.md, Digests)."""
 
 from __future__ import annotations
 

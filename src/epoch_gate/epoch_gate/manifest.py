@@ -44,7 +44,7 @@ class Manifest:
 
 
 def manifest_body(seed: int, properties: tuple[Property, ...]) -> dict[str, object]:
-    """What manifest_sha256 is taken over (SPEC §2): the seed and the properties, nothing else."""
+    """What manifest_sha256 is taken over (docs/contract.md, The manifest): the seed and the properties, nothing else."""
     return {"seed": seed, "properties": [p.to_json() for p in properties]}
 
 
