@@ -42,9 +42,11 @@ class GateSubsystem(GoalSubsystem):
             (`--changed-since` or `[gate].base`, through its merge base with HEAD) must be reachable
             from one of them; otherwise the gate is `closed` (`base-untrusted`), since a base inside
             the change under review would hide the change's own earlier edits to the oracle. A shallow
-            clone that cannot prove it is `closed` with `base-unprovable`. Name remote-tracking refs
-            that CI fetches from the server, not local branches a change could move. An empty list
-            turns the check off.
+            clone that cannot prove it is `closed` with `base-unprovable`. Give full ref names
+            (`refs/remotes/origin/main`, not `origin/main`): a short name resolves through
+            `refs/tags/` first, so a pushed tag could stand in for the branch; a short name is refused.
+            Name remote-tracking refs that CI fetches from the server, not local branches a change could
+            move. An empty list turns the check off.
             """
         ),
     )
@@ -67,10 +69,12 @@ class GateSubsystem(GoalSubsystem):
         default=[],
         help=help_text(
             """
-            Extra protected globs (`*`, `?`, `**`; a trailing `/` means a whole folder), added to the
-            set derived from the build graph: every file of the `epoch_fixture`, `property_manifest`
-            and `sampled_properties` targets, the BUILD files declaring them, the gate's own code,
-            the observations and freezes folders, and `pants.toml`.
+            Extra protected globs (`*`, `?`, `**`; a trailing `/` means a whole folder and its own
+            path), added to the set derived from the build graph and the options: every file of the
+            `epoch_fixture`, `property_manifest` and `sampled_properties` targets, each predicate's
+            top-level package, BUILD files in oracle folders and their ancestors, `.gitignore` and
+            `.gitattributes` there, every Pants configuration file and `pythonpath` folder in the
+            repository, the gate's own code, and the observations and freezes folders.
             """
         ),
     )

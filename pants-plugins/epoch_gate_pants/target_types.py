@@ -189,7 +189,12 @@ class SampledPropertiesMaxWitnessesField(IntField):
     alias = "max_witnesses"
     default = 1
     value: int
-    help = "How many violating records to save as witnesses per property before moving on."
+    help = help_text(
+        """
+        How many failing records to save as witnesses per property. The scan never stops early: every
+        record is evaluated, every flake is saved, and every failure is counted.
+        """
+    )
 
 
 class SampledPropertiesTarget(Target):
