@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 
 from pants.base.build_root import BuildRoot
@@ -12,6 +13,7 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, P
 from pants.engine.goal import Goal
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.engine.target import AllTargets
+from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, report
@@ -19,11 +21,13 @@ from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
 from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes, read_at
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Expected, Identities, decide
+from epoch_gate.folders import output_folder
 from epoch_gate.freezes import parse_freeze_files
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
 from epoch_gate.protection import irregular_paths, pinned_at_base
 from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
@@ -59,7 +63,8 @@ def _by_name(contents: DigestContents) -> dict[str, bytes]:
 
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   all_targets: AllTargets, dist_dir: DistDir, jail: Jail) -> Gate:
+                   all_targets: AllTargets, dist_dir: DistDir, jail: Jail,
+                   global_options: GlobalOptions) -> Gate:
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     today, problems = _today(gate)
     findings += problems
@@ -136,7 +141,12 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass
             findings.append(error.reason)
 
-    out = str(Path(dist_dir.relpath) / gate.output_dir)
+    # A committed `dist` file or symlink must not crash or redirect the write: close, and write elsewhere.
+    wanted = os.path.normpath(Path(dist_dir.relpath) / gate.output_dir)
+    fallback = os.path.relpath(Path(global_options.pants_workdir, "epoch_gate", "gate"), root)
+    out_or_none, unsafe = output_folder(root, wanted, fallback)
+    findings += unsafe
+    out = out_or_none or wanted
     observations = (*replayed, *archive)
     verdict = decide(Evidence(
         identities=identities, changed=changed_set, protected=guarded, replay=replay_result,
@@ -148,13 +158,17 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     files = report.output_files(result, witnesses)
     if tree is not None:
         files[STATEMENT_FILE] = statement_bytes(result, tree, files["report.json"])
-    digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
-    workspace.write_digest(digest, clear_paths=(out,))
+    if out_or_none is not None:
+        digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
+        workspace.write_digest(digest, clear_paths=(out,))
     for line in report.console_lines(result):
         console.print_stdout(line)
     for line in annotations.lines(result.to_json(), gate.annotations):
         console.print_stdout(line)
-    console.print_stderr(f"report: {out}/report.json ({out}/report.md)")
+    for reason in unsafe:
+        console.print_stderr(printable(f"not written to {wanted}: {reason.path} is {reason.found}"))
+    console.print_stderr(printable(f"report: {out}/report.json ({out}/report.md)" if out_or_none is not None
+                                   else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
     return Gate(exit_code=verdict.label.exit_code)
 
 

@@ -280,3 +280,24 @@ def test_every_other_kind_of_protected_file(repo: Repo, path: str, content: str 
     run = judged(repo, base)
     assert_closed_with(run, "protected-path-changed")
     assert path in [r["path"] for r in run.reasons("protected-path-changed")]
+
+
+def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: Repo) -> None:
+    base = repo.head()
+    repo.write("dist", "a regular file: the `/dist/` ignore pattern matches only a folder\n")
+    (repo.root / "freezes").mkdir(exist_ok=True)
+    with open(bytes(repo.root / "freezes") + b"/\xff.json", "wb") as handle:  # a name that is not UTF-8
+        handle.write(b"{}\n")
+    repo.write("freezes/a\n::stop-commands::x.json", "{}\n")
+    repo.commit("hostile names")
+    done = repo.pants(f"--changed-since={base}", "gate", "--gate-annotations=github")
+    fallback = repo.root / ".pants.d" / "epoch_gate" / "gate"
+    assert ".pants.d/epoch_gate/gate/report.json" in done.stderr, done.stderr[-3000:]
+    report = json.loads((fallback / "report.json").read_bytes())
+    assert report["verdict"] == "closed" and done.returncode == 1
+    paths = {(r["code"], r["path"]) for r in report["reasons"]}
+    assert {("output-folder-unsafe", "dist"), ("protected-path-changed", "freezes/\\xff.json"),
+            ("protected-path-changed", "freezes/a\n::stop-commands::x.json")} <= paths, paths
+    assert not [line for line in done.stdout.splitlines()
+                if line.startswith("::") and not line.startswith(("::error ", "::warning "))], done.stdout
+    assert (repo.root / "dist").is_file()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Mapping
 
+from epoch_gate.text import printable
+
 GITHUB_LEVELS = {"closed": "error", "hold": "warning"}
 
 
@@ -32,7 +34,8 @@ def _text(reason: Mapping[str, Any]) -> str:
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # The change's text as one visible line first; then GitHub's own escapes (no CR or LF is left by then).
+    return printable(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _escape_property(text: str) -> str:
@@ -49,8 +52,7 @@ def github_line(reason: Mapping[str, Any]) -> str:
 
 def plain_line(reason: Mapping[str, Any]) -> str:
     path = str(reason.get("path", "")) or "."
-    line = f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}"
-    return line.replace("\r", " ").replace("\n", " ")
+    return printable(f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}")
 
 
 def lines(report: Mapping[str, Any], style: Style) -> list[str]:

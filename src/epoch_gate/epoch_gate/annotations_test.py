@@ -6,7 +6,7 @@ import pytest
 
 from epoch_gate.annotations import Style, github_line, lines
 from epoch_gate.cli import main
-from epoch_gate.report_test import sample_report
+from epoch_gate.report_test import EVIL_SHOWN, RAW_CONTROLS, evil_report, sample_report
 
 SEVERAL = {"reasons": [
     {"code": "protected-path-changed", "severity": "closed", "path": "checks/catalog.yaml",
@@ -27,7 +27,7 @@ def test_one_github_annotation_per_reason_on_the_file_concerned() -> None:
         " (expected unchanged (protected); found modified)",
         "::error title=epoch_gate base-untrusted::the base is not reviewed history"
         " (expected an ancestor of origin/main; found abc)",
-        "::error title=epoch_gate replay-failed::the replay did not evaluate: 50%25 done,%0Athen: boom"
+        "::error title=epoch_gate replay-failed::the replay did not evaluate: 50%25 done,\\nthen: boom"
         " (expected exit 0; found exit 1)",
         "::warning file=freezes/retry.json,title=epoch_gate flake-frozen::covered by a freeze",
     ]
@@ -65,3 +65,17 @@ def test_the_cli_refuses_a_report_it_cannot_read(tmp_path: Path, content: bytes,
     assert main(["annotations", str(path), "--format", "plain"]) == 1
     assert "refused [artifact-malformed]" in capsys.readouterr().err
     assert main(["annotations", str(tmp_path / "missing.json")]) == 1
+
+
+def test_annotations_show_the_changes_control_characters_as_escapes() -> None:
+    body = evil_report().to_json()
+    github, plain = lines(body, Style.GITHUB), lines(body, Style.PLAIN)
+    for out in (github, plain):
+        assert len("\n".join(out).splitlines()) == len(out) == len(body["reasons"])
+        assert not any(RAW_CONTROLS.search(line) for line in out)
+    assert all(line.startswith(("::error ", "::warning ")) for line in github)
+    assert not any(line.startswith("::") for line in plain)
+    assert any(line.startswith(f"{EVIL_SHOWN}: closed [protected-path-changed]") for line in plain)
+    line = github_line({"code": "x", "severity": "closed", "path": "a,b%\n\x1b\u2028\u202e.json",
+                        "message": "m\r\n::stop-commands::t"})
+    assert line == "::error file=a%2Cb%25\\n\\x1b\\u2028\\u202e.json,title=epoch_gate x::m\\r\\n::stop-commands::t"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from epoch_gate.reasons import Code, Reason, fail
+from epoch_gate.text import from_os
 
 # git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
 # old path of a moved file is seen too.
@@ -197,4 +198,5 @@ def changed_paths(root: Path, base: str) -> tuple[str, tuple[ChangedPath, ...]]:
     for path in untracked.split("\0"):
         if path:
             changed.setdefault(path, "untracked")
-    return commit, tuple(ChangedPath(p, s) for p, s in sorted(changed.items()))
+    # A name that is not UTF-8 is judged and reported as escaped text (`freezes/\xff.json`), never raw.
+    return commit, tuple(ChangedPath(from_os(p), s) for p, s in sorted(changed.items()))

@@ -177,3 +177,44 @@ def test_a_tag_shadowing_the_trusted_ref_is_refused(repo: Path) -> None:
 def test_trusted_refs_must_be_full_names(repo: Path) -> None:
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
     assert trust_code(repo, "HEAD", ("origin/main",)) is Code.BASE_UNTRUSTED
+
+
+def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> None:
+    import datetime
+
+    from epoch_gate import report
+    from epoch_gate.attestation import statement_bytes
+    from epoch_gate.decision import Evidence, Identities, decide
+    from epoch_gate.tree import reviewed_tree
+    from epoch_gate.tree_test import written_tree
+
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "freezes").mkdir()
+    with open(os.fsencode(repo) + b"/freezes/\xff.json", "wb") as handle:
+        handle.write(b"{}\n")
+    git(repo, "add", "freezes")
+    git(repo, "commit", "-qm", "a committed name that is not UTF-8")
+    with open(os.fsencode(repo) + b"/src-\xfe.py", "wb") as handle:  # and an untracked one
+        handle.write(b"x = 3\n")
+
+    commit, changed = changed_paths(repo, base)
+    assert {c.path: c.status for c in changed} == {"freezes/\\xff.json": "added", "src-\\xfe.py": "untracked"}
+    protected = ProtectedSet(frozenset(), ("freezes/",))
+    assert [r.path for r in protected_changes(changed, protected)] == ["freezes/\\xff.json"]
+
+    ids = Identities("e1", "a" * 64, "b" * 64)
+    verdict = decide(Evidence(ids, changed, protected, None, (), (), datetime.date(2026, 12, 2)))
+    result = report.Report(verdict, ids, commit, changed, protected, None, ())
+    files = report.output_files(result, {})
+    tree = reviewed_tree(repo)  # hashed from the real bytes, as git records them
+    assert tree.tree_id == written_tree(repo)
+    statement_bytes(result, tree, files["report.json"])
+    assert b'"freezes/\\\\xff.json"' in files["report.json"] and "freezes/\\xff.json" in files["report.md"].decode()
+    assert any("protected-path-changed" in line and "freezes/\\xff.json" in line for line in report.console_lines(result))
+
+
+@pytest.mark.parametrize("glob, path", [("freezes/", "freezes/a\n::stop-commands::x/y.json"),
+                                        ("freezes/**", "freezes/\n/y.json"), ("**/y.json", "a\nb/y.json"),
+                                        ("freezes/*", "freezes/a\n.json"), ("freezes/?.json", "freezes/\n.json")])
+def test_a_newline_in_a_path_keeps_it_inside_a_protected_glob(glob: str, path: str) -> None:
+    assert ProtectedSet(frozenset(), (glob,)).matches(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
@@ -25,12 +26,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _print_reason_error(error: Exception) -> int:
     from epoch_gate.reasons import EvidenceError
+    from epoch_gate.text import printable
 
     if isinstance(error, EvidenceError):
         r = error.reason
-        print(f"refused [{r.code.value}] {r.path}: {r.message}", file=sys.stderr)
+        print(printable(f"refused [{r.code.value}] {r.path}: {r.message}"), file=sys.stderr)
         if r.expected or r.found:
-            print(f"  expected {r.expected or '-'}; found {r.found or '-'}", file=sys.stderr)
+            print(printable(f"  expected {r.expected or '-'}; found {r.found or '-'}"), file=sys.stderr)
         return 1
     raise error
 
@@ -114,12 +116,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                                     protected_changes, read_at)
     from epoch_gate.oracle import OracleChange, OraclePaths, oracle_changes, read_file
     from epoch_gate.decision import Evidence, Expected, Identities, decide
-    from epoch_gate.folders import read_folder
+    from epoch_gate.folders import output_folder_problem, read_folder
     from epoch_gate.freezes import load_freezes
     from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
     from epoch_gate.reasons import Code, EvidenceError, Reason
     from epoch_gate.strictjson import read_bytes
     from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
+    from epoch_gate.text import printable
     from epoch_gate.tree import reviewed_tree
     from epoch_gate.world import world_record_counts, world_sha256
 
@@ -198,6 +201,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
     observations = replayed.observations + tuple(archive)
     out = Path(args.report_dir)
+    if not out.is_absolute() and ".." not in out.parts:  # a folder of the checkout, dist/gate by default
+        # A committed `dist` file or symlink must not crash or redirect the write: close, and write elsewhere.
+        unsafe = output_folder_problem(Path.cwd(), (out / "observations").as_posix())
+        if unsafe is not None:
+            findings.append(unsafe)
+            out = Path(tempfile.mkdtemp(prefix="epoch-gate-report-"))
+            print(printable(f"not written to {args.report_dir}: {unsafe.path} is {unsafe.found}; report: {out}"),
+                  file=sys.stderr)
     tree = None
     try:
         tree = reviewed_tree(root)
@@ -205,7 +216,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if base is not None:  # judged from git: a tree that cannot be attested is not a tree to pass
             findings.append(error.reason)
         else:  # --changed-file outside a checkout: nothing to attest
-            print(f"no {STATEMENT_FILE}: {error.reason.message}", file=sys.stderr)
+            print(printable(f"no {STATEMENT_FILE}: {error.reason.message}"), file=sys.stderr)
     evidence = Evidence(identities=identities, changed=changed, protected=protected, replay=replayed.result,
                         observations=observations, freezes=tuple(freezes), today=args.today,
                         findings=tuple(findings), expected=expected,

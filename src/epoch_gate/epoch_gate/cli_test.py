@@ -140,3 +140,31 @@ def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
     assert report["verdict"] == "closed"
     assert any(r["code"] == "changed-set-unavailable" and "newline" in r["message"] for r in report["reasons"])
     assert not (project / "dist/gate/statement.intoto.json").exists()
+
+
+def test_a_committed_dist_file_and_hostile_names_end_in_a_report(project: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from epoch_gate.tree_test import git, make_repo
+
+    make_repo(project)
+    (project / "dist").write_text("a regular file: the `/dist/` ignore pattern matches only a folder\n")
+    git(project, "add", "dist")
+    git(project, "commit", "-qm", "dist")
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    (project / "freezes").mkdir()
+    with open(os.fsencode(project) + b"/freezes/\xff.json", "wb") as handle:
+        handle.write(b"{}\n")
+    (project / "freezes" / "a\n::stop-commands::x\x1b\u2028.json").write_text("{}\n")
+    capsys.readouterr()
+    assert main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
+                 "--trust-any-base", "--today", "2026-12-02"]) == 1
+    printed = capsys.readouterr()
+    assert not any(line.startswith("::") for line in printed.out.splitlines())
+    out = Path(printed.err.split("; report: ")[1].split("\n")[0])
+    assert out.is_dir() and not out.is_relative_to(project)
+    report = json.loads((out / "report.json").read_bytes())
+    codes = {(r["code"], r["path"]) for r in report["reasons"]}
+    assert ("output-folder-unsafe", "dist") in codes
+    assert ("protected-path-changed", "freezes/\\xff.json") in codes
+    assert ("protected-path-changed", "freezes/a\n::stop-commands::x\x1b\u2028.json") in codes  # JSON keeps it
+    assert (project / "dist").read_text().startswith("a regular file")

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Optional
 
 from epoch_gate.reasons import Code, Reason
+from epoch_gate.text import from_os
 
 # Files that change what git (and so the changed set and the reviewed tree) or Pants sees of a folder.
 VCS_FILES = (".gitignore", ".gitattributes")
@@ -88,7 +89,8 @@ def _symlinks_below(root: Path, folder: str) -> list[str]:
     found = []
     for current, dirs, files in os.walk(root / folder):  # os.walk does not follow symlinked folders
         rel = os.path.relpath(current, root).replace(os.sep, "/")
-        found += [f"{rel}/{name}" for name in sorted(dirs + files) if os.path.islink(os.path.join(current, name))]
+        found += [from_os(f"{rel}/{name}") for name in sorted(dirs + files)
+                  if os.path.islink(os.path.join(current, name))]
         dirs.sort()
     return found
 
@@ -126,7 +128,7 @@ def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
             continue
         for entry in sorted(os.scandir(root / folder), key=lambda e: e.name):
             if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
-                reasons.append(_not_regular(f"{folder}/{entry.name}", "a regular file",
+                reasons.append(_not_regular(from_os(f"{folder}/{entry.name}"), "a regular file",
                                             "symlink" if entry.is_symlink() else "not a regular file",
                                             "evidence must be regular files, directly in its folder"))
     return reasons

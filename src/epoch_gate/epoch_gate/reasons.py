@@ -62,6 +62,8 @@ class Code(enum.Enum):
     FREEZE_WITNESS_INVALID = "freeze-witness-invalid"
     FREEZE_EXPIRED = "freeze-expired"
     FREEZE_CITES_TEST = "freeze-cites-test"
+    # The gate's own output folder.
+    OUTPUT_FOLDER_UNSAFE = "output-folder-unsafe"
 
     @property
     def severity(self) -> Severity:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -11,6 +12,7 @@ from epoch_gate.hashing import canonical_json
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange
 from epoch_gate.replay import ReplayResult
+from epoch_gate.text import json_safe, printable
 
 SCHEMA_VERSION = 1
 
@@ -30,7 +32,7 @@ class Report:
         return sorted((o.id, o.witness_sha256) for o in self.observations if o.source == "replay")
 
     def to_json(self) -> dict[str, object]:
-        return {
+        return json_safe({
             "schema_version": SCHEMA_VERSION,
             "verdict": self.verdict.label.value,
             "exit_code": self.verdict.label.exit_code,
@@ -46,7 +48,7 @@ class Report:
                                                           for c in self.changed],
             "protected": self.protected.sorted_entries(),
             "oracle_changes": [c.to_json() for c in self.oracle_changes],
-        }
+        })
 
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json()) + b"\n"
@@ -68,31 +70,41 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
     return lines
 
 
-def _one_line(text: str) -> str:
-    # A path or message is the change's own text: keep it on one line, so it cannot start a line of its
-    # own (a CI runner reads `::` at the start of a stdout line as a command).
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
 def console_lines(report: Report) -> list[str]:
     lines = identity_lines(report.identities, report.witness_digests())
     if report.replay:
         for prop in report.replay.properties:
             lines.append(f"property  {prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records)")
     for reason in report.verdict.reasons:
-        lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {_one_line(reason.path)}: "
-                     f"{_one_line(reason.message)}")
+        lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}")
         if reason.expected or reason.found:
-            lines.append(f"            expected {_one_line(reason.expected or '-')}; found {_one_line(reason.found or '-')}")
+            lines.append(f"            expected {reason.expected or '-'}; found {reason.found or '-'}")
     for change in report.oracle_changes:
         lines.append(f"oracle    {change.kind} {change.subject}: {change.before or '-'} -> {change.after or '-'}"
                      f" ({change.note})")
     lines.append(f"verdict   {report.verdict.label.value}")
-    return lines
+    # Paths, messages, names are the change's own text: each line stays one visible line, so none can
+    # start a line of its own (a CI runner reads `::` at the start of a stdout line as a command).
+    return [printable(line) for line in lines]
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# What Markdown would read as markup (emphasis, links, images, HTML, entities, headings, table cells).
+_MARKUP = re.compile(r"([\\`*_\[\]<>!&#~|])")
+
+
+def _cell(text: object) -> str:
+    """A table cell of the change's own text: one line, and no markup of its own."""
+    return _MARKUP.sub(r"\\\1", printable(str(text)))
+
+
+def _code(text: object) -> str:
+    """A code span in a table cell: `|` escaped (GFM reads it first), a fence longer than any backtick run."""
+    body = printable(str(text)).replace("|", "\\|")
+    if not body:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    pad = " " if body.startswith(("`", " ")) or body.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def markdown(report: Report) -> str:
@@ -100,17 +112,17 @@ def markdown(report: Report) -> str:
     out = [f"## epoch_gate: **{label}**", ""]
     out += ["| identity | value |", "|---|---|"]
     ids = report.identities
-    out.append(f"| epoch | `{ids.epoch_id}` (generator `{ids.generator_sha256}`) |")
-    out.append(f"| manifest | `{ids.manifest_sha256}` |")
+    out.append(f"| epoch | {_code(ids.epoch_id)} (generator {_code(ids.generator_sha256)}) |")
+    out.append(f"| manifest | {_code(ids.manifest_sha256)} |")
     if ids.isolation:
         out.append(f"| isolation | {_cell(ids.isolation)} |")
     for oid, digest in report.witness_digests():
-        out.append(f"| witness `{oid}` | `{digest}` |")
+        out.append(f"| witness {_code(oid)} | {_code(digest)} |")
     out.append("")
     if report.verdict.reasons:
         out += ["| severity | code | path | expected | found | message |", "|---|---|---|---|---|---|"]
         for r in report.verdict.reasons:
-            out.append(f"| {r.code.severity.value} | `{r.code.value}` | `{_cell(r.path)}` | {_cell(r.expected)} "
+            out.append(f"| {r.code.severity.value} | `{r.code.value}` | {_code(r.path)} | {_cell(r.expected)} "
                        f"| {_cell(r.found)} | {_cell(r.message)} |")
     else:
         out.append("No reasons: the three identities agree and every sampled property held.")
@@ -118,11 +130,12 @@ def markdown(report: Report) -> str:
         out += ["", "### What this change does to the oracle", "",
                 "Read this before approving an oracle change by hand.", "",
                 "| change | subject | before | after | note |", "|---|---|---|---|---|"]
-        out += [f"| `{c.kind}` | `{_cell(c.subject)}` | {_cell(c.before)} | {_cell(c.after)} | {_cell(c.note)} |"
+        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | {_cell(c.after)} | {_cell(c.note)} |"
                 for c in report.oracle_changes]
     if report.replay:
         out += ["", "| property | outcome | records |", "|---|---|---|"]
-        out += [f"| `{p.name}` | {p.outcome} | {p.records} {p.bound} |" for p in report.replay.properties]
+        out += [f"| {_code(p.name)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+                for p in report.replay.properties]
     return "\n".join(out) + "\n"
 
 
@@ -132,5 +145,5 @@ def output_files(report: Report, witnesses: dict[str, bytes]) -> dict[str, bytes
     for observation in report.observations:
         if observation.source == "replay" and observation.id in witnesses:
             files[f"observations/{observation.id}.bin"] = witnesses[observation.id]
-            files[f"observations/{observation.id}.json"] = canonical_json(observation.to_json()) + b"\n"
+            files[f"observations/{observation.id}.json"] = canonical_json(json_safe(observation.to_json())) + b"\n"
     return files

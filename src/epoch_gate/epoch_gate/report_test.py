@@ -89,3 +89,38 @@ def test_console_lines_keep_the_changes_own_text_on_one_line() -> None:
                                                None, ()))
     assert not any(line.startswith("::") for line in lines)
     assert any("x\\n::error::forged" in line for line in lines)
+
+
+# A changed path that would inject a workflow command, erase the line, break it (U+2028) and reverse it.
+EVIL = "freezes/a`b|c\n::stop-commands::x\x1b[2K\u2028::error::y\u202e"
+EVIL_SHOWN = "freezes/a`b|c\\n::stop-commands::x\\x1b[2K\\u2028::error::y\\u202e"
+RAW_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def evil_report() -> report.Report:
+    from epoch_gate.oracle import OracleChange
+
+    ids = Identities("e1", "a" * 64, "b" * 64)
+    protected = ProtectedSet(frozenset(), ("freezes/",))
+    changed = (ChangedPath(EVIL, "added"),)
+    evidence = Evidence(ids, changed, protected, None, (), (), datetime.date(2026, 12, 2))
+    oracle = (OracleChange("freeze-added", EVIL, "", "added", "a note|`x`<img src=y>\n::warning::z"),)
+    return report.Report(decide(evidence), ids, "f" * 40, changed, protected, None, (), oracle)
+
+
+def test_console_lines_show_controls_separators_and_bidi_controls_as_escapes() -> None:
+    lines = report.console_lines(evil_report())
+    assert len("\n".join(lines).splitlines()) == len(lines)  # no line break of its own, U+2028 included
+    assert not any(RAW_CONTROLS.search(line) or line.startswith("::") for line in lines)
+    assert any(line.startswith("oracle    freeze-added " + EVIL_SHOWN) for line in lines)
+    assert any(line.startswith("closed    [protected-path-changed] " + EVIL_SHOWN) for line in lines)
+
+
+def test_markdown_keeps_the_changes_text_inside_its_cell() -> None:
+    text = report.markdown(evil_report())
+    assert not RAW_CONTROLS.search(text.replace("\n", "")) and len(text.splitlines()) == text.count("\n")
+    code_span = "``" + EVIL_SHOWN.replace("|", "\\|") + "``"  # a fence longer than the path's backtick run
+    assert f"| `protected-path-changed` | {code_span} |" in text
+    assert f"| `freeze-added` | {code_span} |" in text
+    assert "a note\\|\\`x\\`\\<img src=y\\>\\\\n::warning::z |" in text
+    report.output_files(evil_report(), {})["report.json"].decode("utf-8")

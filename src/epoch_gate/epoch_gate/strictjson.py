@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, NoReturn
@@ -42,10 +43,35 @@ def loads(data: bytes, path: str, *, max_bytes: int = MAX_BYTES) -> Any:
         raise fail(Code.ARTIFACT_MALFORMED, path, "file is not UTF-8",
                    expected="UTF-8", found=f"invalid byte at offset {exc.start}") from None
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise fail(Code.ARTIFACT_MALFORMED, path, f"file is not strict JSON: {exc}",
                    expected="strict JSON", found=type(exc).__name__) from None
+    if _LONE_SURROGATE.search(text) and _has_lone_surrogate(value):
+        # `"\ud800"` is valid JSON but no Unicode text: other parsers replace or refuse it, UTF-8 cannot hold it.
+        raise fail(Code.ARTIFACT_MALFORMED, path, "a string holds a lone surrogate (a \\uD800-\\uDFFF escape)",
+                   expected="Unicode strings", found="a lone surrogate")
+    return value
+
+
+# A `\uD800`-`\uDFFF` escape in the text: only then can a parsed string hold a lone surrogate.
+_LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def read_bytes(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> bytes:

@@ -21,6 +21,9 @@ from epoch_gate.reasons import Code, EvidenceError
         (b"{", "not strict JSON"),
         (b"", "not strict JSON"),
         (b"[" * 100000, "not strict JSON"),
+        (b'{"a": "\\ud800"}', "lone surrogate"),
+        (b'[["x\\uDFFFy"]]', "lone surrogate"),
+        (b'{"\\udc80": 1}', "lone surrogate"),
     ],
 )
 def test_loads_refuses_ambiguous_json(data: bytes, fragment: str) -> None:
@@ -29,6 +32,10 @@ def test_loads_refuses_ambiguous_json(data: bytes, fragment: str) -> None:
     assert caught.value.reason.code is Code.ARTIFACT_MALFORMED
     assert fragment in caught.value.reason.message
     assert caught.value.reason.path == "x.json"
+
+
+def test_loads_keeps_a_surrogate_pair_and_an_escaped_backslash() -> None:
+    assert strictjson.loads(b'["\\ud83d\\ude00", "\\\\ud800"]', "x.json") == ["\U0001f600", "\\ud800"]
 
 
 def test_loads_refuses_oversized() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from epoch_gate.changes import git_text
 from epoch_gate.reasons import Code, fail
+from epoch_gate.text import from_os
 
 Entry = tuple[str, str]  # (git mode, object id)
 
@@ -40,7 +41,7 @@ def _lstat(full: Path) -> os.stat_result | None:
     except (FileNotFoundError, NotADirectoryError):  # deleted, or a folder on its path became a file
         return None
     except OSError as exc:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, str(full), f"cannot read the working tree: {exc}",
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, from_os(str(full)), f"cannot read the working tree: {exc}",
                    expected="a readable path", found=type(exc).__name__) from None
 
 
@@ -57,7 +58,7 @@ def _blob_ids(root: Path, paths: list[str]) -> list[str]:
         return []
     if any("\n" in p for p in paths):
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "a path with a newline cannot be hashed by git's --stdin-paths",
-                   expected="paths without newlines", found=next(p for p in paths if "\n" in p))
+                   expected="paths without newlines", found=from_os(next(p for p in paths if "\n" in p)))
     out = git_text(root, "hash-object", "--stdin-paths", stdin="".join(f"{p}\n" for p in paths)).split()
     if len(out) != len(paths):
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git hash-object answered for another number of paths",

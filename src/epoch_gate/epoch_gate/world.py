@@ -8,6 +8,7 @@ from typing import Iterator, Mapping
 
 from epoch_gate.hashing import canonical_sha256, sha256_file
 from epoch_gate.reasons import Code, fail
+from epoch_gate.text import from_os
 
 SUFFIX = ".jsonl"
 
@@ -60,5 +61,9 @@ def world_sha256(world: Path) -> str:
         dirs.sort()
         for name in files:
             full = Path(folder) / name
-            listing[full.relative_to(world).as_posix()] = sha256_file(full)
+            name = full.relative_to(world).as_posix()
+            if from_os(name) != name:  # an identity is never taken over an escaped (ambiguous) name
+                raise fail(Code.GENERATOR_FAILED, from_os(name), "a fixture world file's name is not UTF-8",
+                           expected="UTF-8 file names", found=from_os(name))
+            listing[name] = sha256_file(full)
     return listing_sha256(listing)
