@@ -95,8 +95,8 @@ def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
     )
 
 
-@pytest.fixture
-def rule_runner(tmp_path: Path) -> RuleRunner:
+def new_rule_runner(store: Path, named_caches: Path) -> RuleRunner:
+    """A RuleRunner with its own scheduler (so its own memo) over its own store (so its own process cache)."""
     runner = RuleRunner(
         rules=[
             *register.rules(), *python_backend.rules(), *core_backend.rules(),
@@ -106,10 +106,15 @@ def rule_runner(tmp_path: Path) -> RuleRunner:
             QueryRule(DigestContents, [Digest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]),
         ],
         target_types=[*register.target_types(), *python_backend.target_types(), *core_backend.target_types()],
-        bootstrap_args=[f"--local-store-dir={tmp_path / 'store'}", f"--named-caches-dir={tmp_path / 'named'}"],
+        bootstrap_args=[f"--local-store-dir={store}", f"--named-caches-dir={named_caches}"],
     )
     configure(runner)
     return runner
+
+
+@pytest.fixture
+def rule_runner(tmp_path: Path) -> RuleRunner:
+    return new_rule_runner(tmp_path / "store", tmp_path / "named")
 
 
 def write_repo(runner: RuleRunner, *, pinned_generator: str = GENERATOR, refund_ok: str = "refunded <= captured",
@@ -154,10 +159,36 @@ def test_epoch_check_hashes_the_loaded_generator_bytes(rule_runner: RuleRunner) 
     assert check.pin.reasons[0].found == sha256_bytes(GENERATOR.encode())
 
 
-def test_world_is_the_same_digest_on_a_rerun(rule_runner: RuleRunner) -> None:
-    write_repo(rule_runner)
-    request = FixtureWorldRequest(Address("fixtures", target_name="epoch"))
-    assert rule_runner.request(FixtureWorld, [request]) == rule_runner.request(FixtureWorld, [request])
+# Iterates a set of strings: its order follows the hash seed, which the sandbox's environment pins.
+HASH_ORDERED_GENERATOR = GENERATOR + """
+with open(os.path.join(args.out, "keys.txt"), "w") as out:
+    out.write(" ".join({f"key{i}" for i in range(64)}))
+"""
+NONDETERMINISTIC_GENERATOR = GENERATOR + """
+with open(os.path.join(args.out, "nonce"), "w") as out:
+    out.write(os.urandom(16).hex())
+"""
+
+
+def test_world_is_the_same_digest_on_a_rerun(tmp_path: Path) -> None:
+    # Asked twice of one engine, the world is memoized (and then process-cached): that is no rerun. Each
+    # run here is a new RuleRunner over its own store, so the generator really runs once in each.
+    def worlds(store: str) -> tuple[FixtureWorld, FixtureWorld]:
+        runner = new_rule_runner(tmp_path / store, tmp_path / "named")  # named caches hold no results
+        write_repo(runner, pinned_generator=HASH_ORDERED_GENERATOR)
+        runner.write_files({"fixtures/gen.py": HASH_ORDERED_GENERATOR})
+        request = FixtureWorldRequest(Address("fixtures", target_name="epoch"))
+        world = runner.request(FixtureWorld, [request])
+        runner.write_files({"fixtures/gen.py": NONDETERMINISTIC_GENERATOR})
+        return world, runner.request(FixtureWorld, [request])
+
+    (first, first_control), (rerun, rerun_control) = worlds("store-1"), worlds("store-2")
+    assert first.failure is None and first.world_sha256 is not None, first.failure
+    assert rerun == first
+    # The same two runs see a generator that differs per run: the comparison above could have failed.
+    assert first_control.failure is None and rerun_control.failure is None
+    assert first_control.world_sha256 != rerun_control.world_sha256
+    assert first_control.digest != rerun_control.digest
 
 
 def test_generator_failure_is_a_reason(rule_runner: RuleRunner) -> None:

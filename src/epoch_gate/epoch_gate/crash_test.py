@@ -18,9 +18,9 @@ import pytest
 
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.manifest import parse_manifest, sample
-from epoch_gate.observations import load_observations, make_observation
+from epoch_gate.observations import load_observations, make_observation, write_observation
 from epoch_gate.pin import Pin, PinnedFile, parse_pin
-from epoch_gate.reasons import EvidenceError
+from epoch_gate.reasons import Code, EvidenceError
 
 STEPPED = """
 import sys
@@ -62,6 +62,11 @@ CATALOG = "properties:\n" + "".join(
     f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(6))
 OLD_PIN = Pin("e-1", PinnedFile("fixtures/gen.py", "a" * 64), (), None)
 OLD_MANIFEST = sample(parse_catalog(CATALOG.encode(), "catalog.yaml"), 1, 3)
+# What WRITERS["pin"] and WRITERS["manifest"] write.
+NEW_PIN = Pin("e-2", PinnedFile("fixtures/gen.py", "b" * 64), (), "c" * 64)
+NEW_MANIFEST = sample(parse_catalog(CATALOG.encode(), "catalog.yaml"), 2, 3)
+# What a kill before the commit point leaves: the old file, or for a witness (written anew) nothing.
+BEFORE = {"witness": "none", "pin": "old", "manifest": "old"}
 
 
 def run_until(kind: str, target: Path, kill_at: Optional[int]) -> int:
@@ -96,8 +101,9 @@ def the_state(kind: str, target: Path) -> str:
         value = parse(target.read_bytes(), target.name)
     except EvidenceError as error:  # pragma: no cover - the failure this test exists to catch
         raise AssertionError(f"a partial {kind} was left behind: {error}") from None
-    old = OLD_PIN if kind == "pin" else OLD_MANIFEST
-    assert value == old or value != old and type(value) is type(old)
+    old, new = (OLD_PIN, NEW_PIN) if kind == "pin" else (OLD_MANIFEST, NEW_MANIFEST)
+    assert old != new
+    assert value in (old, new), f"the {kind} left behind is neither the old nor the new one: {value}"
     return "old" if value == old else "new"
 
 
@@ -124,11 +130,10 @@ def test_a_kill_at_every_step_leaves_the_old_or_the_whole_new_state(kind: str, t
         states.append(the_state(kind, target))
         run_until(kind, target, None)  # what a crash leaves never blocks the next writer
         assert the_state(kind, target) == "new"
-    first_new = states.index("new") if "new" in states else len(states)
+    assert "new" in states, states  # a kill after the commit point, which is one of the writer's steps
+    first_new = states.index("new")
     # Before the commit point only the old state (or nothing) is visible; after it, only the new one.
-    assert all(s in ("old", "none") for s in states[:first_new]), states
-    assert all(s == "new" for s in states[first_new:]), states
-    assert states[0] in ("old", "none")
+    assert 0 < first_new and states == [BEFORE[kind]] * first_new + ["new"] * (len(states) - first_new), states
 
 
 def test_concurrent_writers_of_the_same_observation_agree(tmp_path: Path) -> None:
@@ -145,10 +150,18 @@ def test_concurrent_writers_of_the_same_observation_agree(tmp_path: Path) -> Non
 
 
 def test_a_kill_never_lets_a_status_record_stand_without_its_bytes(tmp_path: Path) -> None:
-    o = make_observation(epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=b"w", bound="b",
+    witness = b"w"
+    o = make_observation(epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=witness, bound="b",
                          line=1, detail="d")
     folder = tmp_path / "obs"
-    folder.mkdir()
-    (folder / f"{o.id}.json").write_text("{}")  # what a writer that wrote the record first would leave
+    write_observation(folder, o, witness)
+    # What a writer that wrote the record first would leave: the whole, valid record, and no bytes.
+    (folder / f"{o.id}.bin").unlink()
     observations, reasons = load_observations(folder, "obs", "archive")
-    assert observations == [] and reasons
+    assert observations == []
+    assert [(r.code, r.path, r.message) for r in reasons] == [
+        (Code.OBSERVATION_WITNESS_MISSING, f"obs/{o.id}.json", "a status record without its bytes is not evidence")]
+    # The bytes were the record's only problem: with them back it is evidence.
+    (folder / f"{o.id}.bin").write_bytes(witness)
+    observations, reasons = load_observations(folder, "obs", "archive")
+    assert reasons == [] and [x.id for x in observations] == [o.id]

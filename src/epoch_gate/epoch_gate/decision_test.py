@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from typing import Optional
 
 import pytest
 
@@ -11,9 +12,9 @@ from epoch_gate.catalog import parse_catalog
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin
 from epoch_gate.decision import Evidence, Expected, Identities, Label, decide
-from epoch_gate.freezes import Freeze
+from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.hashing import canonical_json, canonical_sha256
-from epoch_gate.manifest import ALGORITHM, draw, manifest_body
+from epoch_gate.manifest import ALGORITHM, draw, manifest_body, sample
 from epoch_gate.observations import Observation, make_observation
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay import PropertyOutcome, ReplayResult
@@ -113,8 +114,12 @@ def test_predicate_that_raises_has_its_own_code() -> None:
 
 
 def test_observation_from_another_epoch_is_closed() -> None:
-    stale = observation(status="fail", epoch="e0")
-    assert Code.OBSERVATION_WRONG_EPOCH in codes(evidence(replay=replay(outcome_for(stale)), observations=(stale,)))
+    stale = observation(epoch="e0")
+    ev = evidence(replay=replay(outcome_for(stale)), observations=(stale,))
+    assert decide(ev).label is Label.CLOSED and codes(ev) == [Code.OBSERVATION_WRONG_EPOCH]
+    # The same flake of this epoch is judged as a flake: the epoch is what gave the code.
+    current = observation()
+    assert codes(evidence(replay=replay(outcome_for(current)), observations=(current,))) == [Code.FLAKE_UNFROZEN]
 
 
 def test_replay_observation_without_its_bytes_is_closed() -> None:
@@ -150,9 +155,14 @@ def test_flake_covered_by_a_valid_freeze_is_hold() -> None:
 def test_invalid_freeze_is_closed(make: object, code: Code) -> None:
     flake = observation()
     made_freeze, present = make(flake)  # type: ignore[operator]
+    # The freeze alone: its flake is archived, not in this replay (a valid freeze would only hold, unused).
+    archived = tuple(dataclasses.replace(o, source="archive") for o in present)
+    ev = evidence(observations=archived, freezes=(made_freeze,))
+    assert decide(ev).label is Label.CLOSED and codes(ev) == [code]
+    assert codes(evidence(observations=archived, freezes=(freeze(flake),))) == [Code.FREEZE_UNUSED]
+    # Facing the flake it was written for, the invalid freeze covers nothing; a valid one would hold.
     ev = evidence(replay=replay(outcome_for(flake)), observations=present, freezes=(made_freeze,))
-    assert decide(ev).label is Label.CLOSED
-    assert code in codes(ev)
+    assert codes(ev) == [code, Code.FLAKE_UNFROZEN]
 
 
 def test_freeze_of_an_observation_from_another_epoch() -> None:
@@ -167,9 +177,28 @@ def test_freeze_of_a_failure_without_passed_rerun() -> None:
 
 
 def test_freeze_naming_a_test_is_closed() -> None:
-    reason = Reason(Code.FREEZE_CITES_TEST, "freezes/t.json", "observation_id", "tests/test_x.py::test_y",
-                    "a freeze must cite an observation id, not a test name")
-    assert decide(evidence(findings=(reason,))).label is Label.CLOSED
+    flake = observation()
+    test_name = b'"test":"tests/test_retry.py::test_retry_applies_once"'
+
+    def with_freeze(cites: bytes, *, flaky: bool = True) -> Evidence:
+        """The freeze folder holding one freeze, as the gate loads it; with this replay's flake when flaky."""
+        body = b'{%s,"epoch_id":"e1","expires_on":"2026-12-31","reason":"flaky upstream sandbox"}' % cites
+        freezes, findings = parse_freeze_files({"retry.json": body}, "freezes")
+        flakes = (flake,) if flaky else ()
+        return evidence(replay=replay(*map(outcome_for, flakes)), observations=flakes, freezes=tuple(freezes),
+                        findings=tuple(findings))
+
+    # Alone, in an otherwise clean change.
+    ev = with_freeze(test_name, flaky=False)
+    assert decide(ev).label is Label.CLOSED and codes(ev) == [Code.FREEZE_CITES_TEST]
+    assert decide(ev).reasons[0].found == "tests/test_retry.py::test_retry_applies_once"
+    assert decide(evidence()).label is Label.ELIGIBLE  # the same change without it
+    # Written for the flake, by test name (either key), it covers nothing; citing the observation, it holds.
+    for cites in (test_name, b'"observation_id":"tests/test_retry.py::test_retry_applies_once"'):
+        ev = with_freeze(cites)
+        assert decide(ev).label is Label.CLOSED and codes(ev) == [Code.FREEZE_CITES_TEST, Code.FLAKE_UNFROZEN]
+    ev = with_freeze(b'"observation_id":"%s"' % flake.id.encode())
+    assert decide(ev).label is Label.HOLD and codes(ev) == [Code.FLAKE_FROZEN]
 
 
 def test_every_freeze_is_checked_not_just_the_first() -> None:
@@ -188,10 +217,32 @@ def test_valid_freeze_with_no_current_flake_holds() -> None:
     assert decide(evidence(observations=(archived,), freezes=(freeze(archived),))).label is Label.HOLD
 
 
-@pytest.mark.parametrize("code", [Code.ARTIFACT_MISSING, Code.ARTIFACT_MALFORMED])
-def test_missing_or_malformed_artifact_is_closed(code: Code) -> None:
-    reason = Reason(code, "checks/manifest.json", "strict JSON", "JSONDecodeError", "bad")
-    assert decide(evidence(findings=(reason,))).label is Label.CLOSED
+MANIFEST_CATALOG = b"properties:\n" + b"".join(
+    b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(3))
+
+
+@pytest.mark.parametrize(
+    "manifest, code",
+    [
+        (None, Code.ARTIFACT_MISSING),
+        (b'{"schema": 1, "k": 1', Code.ARTIFACT_MALFORMED),  # cut short
+        (sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes().replace(b'"k":1', b'"k":"1"'),
+         Code.ARTIFACT_MALFORMED),  # whole, but k is not a number
+    ],
+)
+def test_missing_or_malformed_artifact_is_closed(manifest: Optional[bytes], code: Code) -> None:
+    def with_manifest(data: Optional[bytes]) -> Evidence:
+        """A change whose only evidence problem is the manifest, as check_manifest finds it."""
+        checked = check_manifest(manifest_path="checks/manifest.json", manifest_bytes=data,
+                                 catalog_path="checks/catalog.yaml", catalog_bytes=MANIFEST_CATALOG)
+        return evidence(findings=checked.reasons)
+
+    ev = with_manifest(manifest)
+    assert decide(ev).label is Label.CLOSED and codes(ev) == [code]
+    assert decide(ev).reasons[0].path == "checks/manifest.json"
+    # The drawn manifest in its place: nothing else was wrong.
+    assert decide(with_manifest(sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes())).label \
+        is Label.ELIGIBLE
 
 
 def test_missing_replay_is_closed() -> None:
