@@ -35,6 +35,8 @@ from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
 from epoch_gate.check import check_replay
+from epoch_gate.decision import Expected, Identities, replay_problems
+from epoch_gate.text import printable
 from epoch_gate.modules import shadowing
 from epoch_gate.protection import strip_root
 from epoch_gate.reasons import Reason
@@ -168,10 +170,16 @@ def _summary(run: ReplayRun, files: dict[str, bytes]) -> tuple[int, str]:
     evidence = check_replay(files, "replay")
     if evidence.result is None:
         return 1, "\n".join(f"[{r.code.value}] {r.message}" for r in evidence.reasons) + "\n"
-    lines = [f"{p.outcome:<5} {p.name} ({p.records} {p.bound} records){': ' + p.detail if p.detail else ''}"
-             for p in evidence.result.properties]
-    ok = all(p.outcome == "pass" for p in evidence.result.properties) and not evidence.reasons
-    return (0 if ok else 1), "\n".join(lines) + "\n"
+    manifest = run.manifest.check.manifest
+    expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records) \
+        if manifest else None
+    problems = (*evidence.reasons, *replay_problems(
+        evidence.result, Identities(None, None, None, run.epoch.world.world_sha256), expected))
+    lines = [p.summary() + (f": {p.detail}" if p.detail else "") for p in evidence.result.properties]
+    lines += [f"[{r.code.value}] {r.path}: {r.message}" for r in problems]
+    ok = all(p.outcome == "pass" for p in evidence.result.properties) and not problems
+    return (0 if ok else 1), "\n".join(printable(line) for line in lines) + "\n"
+
 
 
 @rule(desc="Test sampled properties", level=LogLevel.DEBUG)

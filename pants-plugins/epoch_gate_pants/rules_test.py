@@ -275,8 +275,8 @@ def test_missing_manifest_is_a_reason_not_a_crash(rule_runner: RuleRunner) -> No
 def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
     protected = rule_runner.request(ProtectedPaths, [])
-    assert {"fixtures/EPOCH", "fixtures/gen.py", "fixtures/base.json", "fixtures/BUILD",
-            "checks/manifest.json", "checks/catalog.yaml"} <= set(protected.paths)
+    assert {"fixtures/EPOCH", "fixtures/gen.py", "fixtures/base.json", "checks/manifest.json",
+            "checks/catalog.yaml"} <= set(protected.paths)
     assert "src/payments_lib.py" not in protected.paths  # the code under test is not the oracle
     assert {"observations/", "freezes/"} <= set(protected.globs)
     assert not set(protected.globs) & set(protected.paths)
@@ -284,7 +284,7 @@ def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> No
     # What shapes how the oracle is read: the predicates' package (its __init__.py, helper modules), the
     # BUILD files whose __defaults__ reach an oracle target, git's ignore and attribute files above and
     # inside oracle folders, every configuration file Pants reads from the repository.
-    for path in ("checks/__init__.py", "checks/helpers.py", "checks/props.py", "checks/BUILD", "BUILD",
+    for path in ("fixtures/BUILD", "checks/__init__.py", "checks/helpers.py", "checks/props.py", "checks/BUILD", "BUILD",
                  "fixtures/.gitattributes", ".gitignore", "checks/deep/.gitignore", "pants.toml", ".pants.rc",
                  "pants.ci.toml", "freezes", "observations"):
         assert guarded.matches(path), path
@@ -294,6 +294,7 @@ def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> No
 
 def test_a_pants_config_file_named_by_the_options_is_protected(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
+    rule_runner.write_files({"ci/extra.toml": "", "ci/gate.rc": ""})
     configure(rule_runner, f"--pants-config-files=['{rule_runner.build_root}/ci/extra.toml']",
               "--pantsrc-files=['ci/gate.rc']")
     guarded = rule_runner.request(ProtectedPaths, []).as_set()
@@ -340,7 +341,7 @@ def test_replay_passes_and_is_reported_by_pants_test(rule_runner: RuleRunner) ->
     result = rule_runner.request(TestResult, [SampledPropertiesTestRequest.Batch(
         "", (SampledPropertiesFieldSet.create(target),), None)])
     assert result.exit_code == 0, result.stdout
-    assert "pass  refund_le_captured (50 payments records)" in result.stdout
+    assert "pass  refund_le_captured (all 50 payments records)" in result.stdout
 
 
 def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) -> None:

@@ -96,6 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from epoch_gate import replay
     from epoch_gate.manifest import load_manifest
     from epoch_gate.reasons import EvidenceError
+    from epoch_gate.text import printable
 
     sys.path[:0] = args.path
     try:
@@ -105,7 +106,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except EvidenceError as error:
         return _print_reason_error(error)
     for prop in result.properties:
-        print(f"{prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records) {prop.detail}".rstrip())
+        print(printable(f"{prop.summary()} {prop.detail}".rstrip()))
     return 0
 
 

@@ -73,7 +73,7 @@ def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
     return Reason(Code.REPLAY_INCOMPLETE, path, expected, found, message)
 
 
-def _shape_problems(replay: ReplayResult, ids: Identities, expected: Optional[Expected]) -> list[Reason]:
+def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Expected]) -> list[Reason]:
     """The replay's output is checked, not believed: every manifest property over every record of its
     bound, over the pinned world, with witnesses for every non-pass."""
     problems = []
@@ -168,7 +168,7 @@ def decide(evidence: Evidence) -> Verdict:
         if not replay.properties:
             reasons.append(Reason(Code.REPLAY_FAILED, "", "at least one property", "none",
                                   "the replay evaluated no property"))
-        reasons.extend(_shape_problems(replay, ids, evidence.expected))
+        reasons.extend(replay_problems(replay, ids, evidence.expected))
         if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
             reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, "",
                                   expected=f"{ids.epoch_id} / {ids.manifest_sha256}",

@@ -43,6 +43,17 @@ class PropertyOutcome:
     error_code: str = ""  # a reasons.Code value when outcome is "error"
     failures: int = 0  # records that failed twice; only `max_witnesses` of them are saved as witnesses
 
+    def summary(self) -> str:
+        """One line for people: how many records held or failed (a count of records read alone looks like
+        a count of failures)."""
+        if self.outcome == "pass":
+            return f"pass  {self.name} (all {self.records} {self.bound} records)"
+        if self.outcome == "fail":
+            return f"fail  {self.name} ({self.failures} of {self.records} {self.bound} records failed)"
+        if self.outcome == "flake":
+            return f"flake {self.name} (flaked over {self.records} {self.bound} records)"
+        return f"error {self.name}"
+
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "bound": self.bound, "records": self.records, "outcome": self.outcome,
                 "observations": list(self.observation_ids), "detail": self.detail,

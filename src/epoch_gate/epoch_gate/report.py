@@ -74,7 +74,7 @@ def console_lines(report: Report) -> list[str]:
     lines = identity_lines(report.identities, report.witness_digests())
     if report.replay:
         for prop in report.replay.properties:
-            lines.append(f"property  {prop.outcome:<5} {prop.name} ({prop.records} {prop.bound} records)")
+            lines.append(f"property  {prop.summary()}")
     for reason in report.verdict.reasons:
         lines.append(f"{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}")
         if reason.expected or reason.found:
