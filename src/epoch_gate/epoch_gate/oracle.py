@@ -7,7 +7,10 @@ observation archive. It never decides anything: a change touching the oracle is 
 
 from __future__ import annotations
 
-import ast
+import json
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -17,10 +20,43 @@ from epoch_gate.changes import ChangedPath
 from epoch_gate.hashing import sha256_bytes
 from epoch_gate.manifest import Manifest, parse_manifest
 from epoch_gate.pin import Pin, parse_pin
-from epoch_gate.reasons import EvidenceError
+from epoch_gate.reasons import Code, EvidenceError, fail
 
 # A path's bytes on one side of the change, or None where the file does not exist there.
 Reader = Callable[[str], Optional[bytes]]
+
+MAX_SOURCE_BYTES = 1024 * 1024
+MAX_AST_DEPTH = 200
+PARSE_TIMEOUT = 60
+
+# A predicate module is parsed in a child interpreter. CPython's parser (C) and ast.dump (Python) recurse
+# on the depth of the code; inside Pants (recursion limit 10,000, rules on 2 MiB threads) a 12,000-term
+# sum overflows the C stack and SIGSEGV ends the whole run, and no check on the text bounds the depth of
+# `1+1+...` short of parsing it. In a child, a crash is the child's: the module is then malformed.
+# The child's limits are its own main thread's stack and the default recursion limit (1,000), which
+# MAX_AST_DEPTH keeps ast.dump (at most two frames per level) well inside.
+_PARSE = """
+import ast, json, sys
+try:
+    tree = ast.parse(sys.stdin.buffer.read())
+except (SyntaxError, ValueError):
+    json.dump({"unparsable": True}, sys.stdout)
+    raise SystemExit(0)
+except (MemoryError, RecursionError) as exc:
+    json.dump({"error": type(exc).__name__}, sys.stdout)
+    raise SystemExit(0)
+deepest, stack = 0, [(tree, 1)]
+while stack:
+    node, depth = stack.pop()
+    deepest = max(deepest, depth)
+    stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+if deepest > int(sys.argv[1]):
+    json.dump({"depth": deepest}, sys.stdout)
+    raise SystemExit(0)
+defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+json.dump({"functions": {n.name: ast.dump(n) for n in tree.body if isinstance(n, defs)},
+           "rest": [ast.dump(n) for n in tree.body if not isinstance(n, defs)]}, sys.stdout)
+"""
 
 
 @dataclass(frozen=True)
@@ -149,17 +185,66 @@ def _catalog_changes(before: Optional[Catalog], after: Optional[Catalog], path: 
     return out
 
 
-def _functions(source: Optional[bytes]) -> tuple[dict[str, str], list[str]]:
+def _malformed(path: str, message: str, found: str) -> EvidenceError:
+    return fail(Code.ARTIFACT_MALFORMED, path, message,
+                expected=f"Python that CPython parses, nesting depth <= {MAX_AST_DEPTH}", found=found)
+
+
+def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
+    """Each top-level function's AST dump, and every other statement's; `unparsable <sha>` for bad syntax.
+
+    Raises EvidenceError(ARTIFACT_MALFORMED) for a module too large, too deep, or that kills its parser.
+    """
+    if len(source) > MAX_SOURCE_BYTES:
+        raise fail(Code.ARTIFACT_MALFORMED, path, "predicate module is larger than the size cap",
+                   expected=f"<= {MAX_SOURCE_BYTES} bytes", found=f"{len(source)} bytes")
+    try:
+        # -I -S: the standard library only. An absolute path and close_fds=False: posix_spawn, not a fork
+        # of pantsd (see changes._run_git).
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE, str(MAX_AST_DEPTH)], input=source,
+                              capture_output=True, timeout=PARSE_TIMEOUT, close_fds=False, check=False)
+    except subprocess.TimeoutExpired:
+        raise _malformed(path, f"parsing the predicate module took over {PARSE_TIMEOUT}s",
+                         f"over {PARSE_TIMEOUT}s") from None
+    except OSError as exc:
+        raise _malformed(path, f"the predicate module's parser did not start: {exc}", "OSError") from None
+    if done.returncode < 0:
+        try:
+            name = signal.Signals(-done.returncode).name
+        except ValueError:
+            name = f"signal {-done.returncode}"
+        raise _malformed(path, f"parsing the predicate module killed the parser ({name}): nested too deeply",
+                         name)
+    try:
+        result = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+        raise _malformed(path, f"the predicate module's parser failed (exit {done.returncode}): {last}",
+                         f"exit {done.returncode}")
+    if "unparsable" in result:
+        return {}, [f"unparsable {sha256_bytes(source)}"]
+    if "error" in result:
+        raise _malformed(path, f"CPython cannot parse the predicate module: {result['error']} "
+                               "(nested too deeply)", str(result["error"]))
+    if "depth" in result:
+        raise _malformed(path, f"the predicate module's code nests {result['depth']} levels deep",
+                         f"depth {result['depth']}")
+    return dict(result["functions"]), list(result["rest"])
+
+
+def _functions(source: Optional[bytes], path: str, side: str,
+               out: list[OracleChange]) -> tuple[dict[str, str], list[str]]:
     """Each top-level function's AST (formatting and comments ignored), and every other statement's."""
     if source is None:
         return {}, []
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}, [f"unparsable {sha256_bytes(source)}"]
-    functions = {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    rest = [ast.dump(n) for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return functions, rest
+        return _parse_module(source, path)
+    except EvidenceError as error:
+        # Not comparable: every sampled predicate of it and the module itself then read as changed.
+        out.append(OracleChange("unreadable", path, side, error.reason.code.value, error.reason.message))
+        return {}, [f"unreadable {sha256_bytes(source)}"]
 
 
 def _predicate_changes(manifests: Sequence[Optional[Manifest]], files: tuple[str, ...], read_old: Reader,
@@ -173,7 +258,8 @@ def _predicate_changes(manifests: Sequence[Optional[Manifest]], files: tuple[str
         module = path[:-3].replace("/", ".") if path.endswith(".py") else path
         here = {name: ref.partition(":")[2] for name, ref in sampled.items()
                 if module == ref.partition(":")[0] or module.endswith("." + ref.partition(":")[0])}
-        (old_funcs, old_rest), (new_funcs, new_rest) = _functions(old_source), _functions(new_source)
+        (old_funcs, old_rest), (new_funcs, new_rest) = (_functions(old_source, path, "base", out),
+                                                        _functions(new_source, path, "change", out))
         for name, func in sorted(here.items()):
             if old_funcs.get(func) != new_funcs.get(func):
                 out.append(OracleChange("predicate-changed", name, "defined" if func in old_funcs else "absent",

@@ -1,7 +1,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 from typing import Optional
+
+import pytest
 
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.changes import ChangedPath
@@ -117,3 +123,73 @@ def test_a_removed_pin_is_reported() -> None:
 def test_changes_are_plain_json() -> None:
     (change,) = diff({PATHS.pin: None})
     assert change.to_json() == dataclasses.asdict(change)
+
+
+# The issue's predicate edit: a 12,000-term sum. ast.parse builds a 12,000-deep tree and ast.dump recursed
+# through it; inside Pants (recursion limit 10,000, 2 MiB rule threads) that was SIGSEGV for the whole run.
+DEEP_SUM = "\nX = 1" + "+1" * 12000 + "\n"
+
+
+def unreadable(changes: list[OracleChange]) -> list[OracleChange]:
+    return [c for c in changes if c.kind == "unreadable"]
+
+
+@pytest.mark.parametrize(
+    "tail, found",
+    [
+        (DEEP_SUM, "depth 12003"),
+        ("\nX = a" + ".b" * 12000 + "\n", "depth 12004"),  # an attribute chain
+        ("\nX = f" + "()" * 12000 + "\n", "depth 12004"),  # a call chain
+        ("\nX = " + "lambda: " * 5000 + "1\n", "MemoryError"),  # past CPython's own parser stack
+        ("\nX = 1" + "+1" * 250 + "\n", "depth 253"),
+    ],
+    ids=["sum", "attributes", "calls", "lambdas", "just-past-the-limit"],
+)
+def test_an_over_deep_predicate_module_is_malformed_and_still_reads_as_changed(tail: str, found: str) -> None:
+    changes = diff({"checks/mod.py": (PREDICATES + tail).encode()})
+    (bad,) = unreadable(changes)
+    assert (bad.kind, bad.subject, bad.before, bad.after) == ("unreadable", "checks/mod.py", "change",
+                                                              "artifact-malformed")
+    assert found.split()[-1] in bad.note
+    # Not comparable, so everything in it reads as changed: never as unchanged.
+    assert ("predicate-module-changed", "checks/mod.py") in kinds(changes)
+    assert {s for k, s in kinds(changes) if k == "predicate-changed"} == set(sampled())
+
+
+def test_nesting_within_the_limit_is_compared_as_code() -> None:
+    within = PREDICATES + "\nX = 1" + "+1" * 150 + "\n"
+    assert kinds(diff({"checks/mod.py": within.encode()})) == [("predicate-module-changed", "checks/mod.py")]
+
+
+def test_an_over_large_predicate_module_is_malformed() -> None:
+    (bad,) = unreadable(diff({"checks/mod.py": PREDICATES.encode() + b"#" * (1024 * 1024)}))
+    assert bad.after == "artifact-malformed" and "size cap" in bad.note
+
+
+def test_a_syntax_error_still_reads_as_an_unparsable_change() -> None:
+    found = kinds(diff({"checks/mod.py": PREDICATES.encode() + b"\ndef (:\n"}))
+    assert ("predicate-module-changed", "checks/mod.py") in found and not any(k == "unreadable" for k, _ in found)
+
+
+def test_issue_predicates_inside_pants_like_limits_are_malformed_not_a_crash() -> None:
+    # Where Pants runs the gate's rule: recursion limit 10,000 on a 2 MiB thread. Before the parse moved
+    # to a child interpreter, this process died with SIGSEGV in ast.dump.
+    code = textwrap.dedent("""
+        import sys, threading
+        from epoch_gate.oracle_test import DEEP_SUM, PREDICATES, diff
+
+        sys.setrecursionlimit(10000)
+        threading.stack_size(2 * 1024 * 1024)
+
+        def run():
+            for change in diff({"checks/mod.py": (PREDICATES + DEEP_SUM).encode()}):
+                print(change.kind, change.after)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "unreadable artifact-malformed" in done.stdout.splitlines()
