@@ -8,6 +8,13 @@ set -uo pipefail
 base="${GATE_BASE:-origin/main}"
 git fetch --quiet origin main 2>/dev/null || true # a clone that already has origin/main is fine too
 rm -rf dist/gate # a report left from an earlier run must never stand in for this one
+# The launcher reads these before Pants (and so the gate) starts: a change must not configure it.
+for file in .env .pants.bootstrap; do
+  if [ -f "$file" ]; then
+    echo "epoch_gate: $file in the change would configure the launcher before the gate runs: closed" >&2
+    exit 1
+  fi
+done
 # --no-pantsrc: a .pants.rc in the change must not configure the gate that judges it.
 PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --base="$base" ::
 verdict=$?

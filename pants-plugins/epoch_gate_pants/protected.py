@@ -28,9 +28,10 @@ from epoch_gate_pants.target_types import (
 )
 
 ORACLE_TARGETS = (EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget)
-# Pants reads these from the build root whatever the options say (a .pants.rc by default; a CI job may
-# name another pants*.toml in PANTS_CONFIG_FILES).
-CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc")
+# Read from the build root whatever the options say: a .pants.rc by default; another pants*.toml a CI
+# job may name in PANTS_CONFIG_FILES; and what the scie-pants launcher reads before Pants starts (a
+# `.env` it exports, a `.pants.bootstrap` file it sources with bash).
+CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc", ".env", ".pants.bootstrap")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem,
     evidence = {gate.observations_dir.rstrip("/") + "/", gate.freezes_dir.rstrip("/") + "/"}
     globs |= (packages | shaping_files(folders, global_options.build_patterns) | set(CONFIG_GLOBS)
               | _configuration(global_options, root) | gate_code | evidence | set(gate.protected))
+    # git's ignore and attribute files above any protected folder can rewrite its bytes on checkout.
+    plain = [g.rstrip("/") for g in globs if g.endswith("/") and not any(c in g for c in "*?[")]
+    globs |= shaping_files(plain, ())
     return ProtectedPaths(tuple(sorted(paths - globs)), tuple(sorted(globs)))
 
 

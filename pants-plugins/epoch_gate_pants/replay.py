@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
@@ -36,11 +37,11 @@ from pants.util.logging import LogLevel
 
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities, replay_problems
-from epoch_gate.text import printable
-from epoch_gate.modules import shadowing
-from epoch_gate.protection import strip_root
+from epoch_gate.isolation import TOOLS_DIR
+from epoch_gate.modules import shadowing, top_level, unowned_predicates
+from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Reason
-from epoch_gate.modules import unowned_predicates
+from epoch_gate.text import printable
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
@@ -56,9 +57,22 @@ from epoch_gate_pants.target_types import (
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
-# first, then the standard library, then the code under test, so the change can shadow neither.
-BOOT = ("import sys; sys.path.insert(0, {runner!r}); sys.path.append('.'); "
-        "from epoch_gate.cli import main; sys.exit(main())")
+# first, then the standard library; the sandbox's own files only for the top-level names they declare,
+# after the standard library, so the change can shadow neither (not even an optional import such as
+# `copy`'s `org.python.core`).
+BOOT = """import importlib.machinery, sys
+sys.path.insert(0, {runner!r})
+class SandboxFinder:
+    NAMES = frozenset({names!r})
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is None and name in cls.NAMES:
+            return importlib.machinery.PathFinder.find_spec(name, ["."])
+        return None
+sys.meta_path.append(SandboxFinder)
+from epoch_gate.cli import main
+sys.exit(main())
+"""
 
 
 @dataclass(frozen=True)
@@ -106,21 +120,27 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
     )
     predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
+    # Every file's place in the merged sandbox, worked out before Pants merges the source roots (a path
+    # placed twice with other bytes would fail that merge): a path or module provided twice, a file
+    # landing on the runner's package, a folder of the gate's or the oracle's own package, is refused
+    # before anything runs.
+    predicate_places = {str(path): strip_root(str(path), [root.path])[1]
+                        for path, root in predicate_roots.path_to_root.items()}
+    placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
+    placed.update(predicate_places)
+    oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
+              for path, stripped in predicate_places.items()}
+    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, TOOLS_DIR)
+    refusals = (*shadowing(placed, reserved, oracle),
+                *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
+    if refusals:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
     code, predicates, manifest_only = await MultiGet(
         Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
         Get(StrippedSourceFiles, SourceFiles, predicate_sources),
         Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
     )
-    # Every file's place in the merged sandbox: a module provided twice, or a file landing on the
-    # runner's package or a folder of the gate's, is refused before anything runs.
-    roots = unstripped.source_roots
-    placed = {path: strip_root(path, roots)[1] for path in unstripped.source_files.snapshot.files}
-    placed.update({str(path): strip_root(str(path), [root.path])[1]
-                   for path, root in predicate_roots.path_to_root.items()})
-    refusals = (*shadowing(placed, ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR)),
-                *unowned_predicates(manifest.check.catalog, predicates.snapshot.files, manifest.catalog_path))
-    if refusals:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
+    names = sorted({top_level(stripped) for stripped in placed.values()})
     manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
     manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")
     if manifest_dir:
@@ -133,7 +153,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
-        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
+        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT, names=names), "replay",
          "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
          "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses)],
         dict(HERMETIC_ENV))

@@ -286,7 +286,7 @@ def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> No
     # inside oracle folders, every configuration file Pants reads from the repository.
     for path in ("fixtures/BUILD", "checks/__init__.py", "checks/helpers.py", "checks/props.py", "checks/BUILD", "BUILD",
                  "fixtures/.gitattributes", ".gitignore", "checks/deep/.gitignore", "pants.toml", ".pants.rc",
-                 "pants.ci.toml", "freezes", "observations"):
+                 "pants.ci.toml", ".env", ".pants.bootstrap", "freezes", "observations"):
         assert guarded.matches(path), path
     for path in ("src/payments_lib.py", "src/BUILD", "src/.gitignore", "docs/notes.md"):
         assert not guarded.matches(path), path

@@ -103,7 +103,8 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
     runs = [s for s in steps if "run" in s]
-    assert runs[0]["run"] == "pants --no-pantsd --no-pantsrc gate --base=origin/main ::"
+    assert runs[0]["name"].startswith("Refuse launcher configuration") and ".pants.bootstrap" in runs[0]["run"]
+    assert runs[1]["run"] == "pants --no-pantsd --no-pantsrc gate --base=origin/main ::"
 
     several_reasons(adopted)
     summary = tmp_path / "summary.md"
@@ -111,14 +112,14 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     for step in runs:  # the `run` steps, as the runner would: with the step's env and a job summary file
         env = {**{k: str(v) for k, v in step.get("env", {}).items()}, "GITHUB_STEP_SUMMARY": str(summary)}
         outputs.append(adopted.sh(step["run"], env=env))
-    gate = outputs[0]
-    assert gate.returncode == 1
+    refuse, gate = outputs[0], outputs[1]
+    assert refuse.returncode == 0 and gate.returncode == 1
     reasons = report(adopted)["reasons"]
     annotations = [line for line in gate.stdout.splitlines() if line.startswith("::")]
     assert len(reasons) >= 2 and len(annotations) == len(reasons)
     assert "::error file=checks/shop_properties.py,title=epoch_gate protected-path-changed::" in gate.stdout
     assert "::error file=checks/catalog.yaml,title=epoch_gate protected-path-changed::" in gate.stdout
-    assert all(done.returncode == 0 for done in outputs[1:])
+    assert all(done.returncode == 0 for done in outputs[2:])
     assert summary.read_text() == adopted.read("dist/gate/report.md")
     assert "## epoch_gate: **closed**" in summary.read_text()
 

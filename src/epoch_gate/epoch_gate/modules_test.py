@@ -47,3 +47,30 @@ def test_a_catalog_predicate_outside_the_manifests_files_is_closed() -> None:
     (reason,) = unowned_predicates(catalog, ["checks/orders_properties.py"], "checks/catalog.yaml")
     assert reason.code is Code.PREDICATE_UNPROTECTED and reason.found == "orders.helpers"
     assert unowned_predicates(catalog, ["checks/orders_properties.py", "orders/helpers.py"], "c") == []
+
+
+def test_extension_and_bytecode_modules_count_as_providers() -> None:
+    assert module_name("checks/orders_properties.cpython-39-x86_64-linux-gnu.so") == "checks.orders_properties"
+    assert module_name("checks/__init__.cpython-39-x86_64-linux-gnu.so") == "checks"
+    assert module_name("checks/p.pyc") == "checks.p"
+    files = {"checks/orders_properties.py": "checks/orders_properties.py",
+             "src/orders/checks/orders_properties.cpython-39-x86_64-linux-gnu.so":
+                 "checks/orders_properties.cpython-39-x86_64-linux-gnu.so"}
+    assert Code.MODULE_SHADOWED in {r.code for r in shadowing(files, RESERVED)}
+
+
+def test_only_the_oracle_package_provides_its_top_level_name() -> None:
+    oracle = {"checks": "checks/"}
+    files = {"checks/orders_properties.py": "checks/orders_properties.py",
+             "src/orders/checks/extra.py": "checks/extra.py",
+             "src/orders/checks/data.bin": "checks/data.bin",
+             "src/orders/orders/m.py": "orders/m.py"}
+    reasons = shadowing(files, RESERVED, oracle)
+    assert sorted(r.path for r in reasons) == ["src/orders/checks/data.bin", "src/orders/checks/extra.py"]
+    assert shadowing({"m_properties.py": "m_properties.py"}, RESERVED, {"m_properties": "m_properties.py"}) == []
+
+
+def test_any_path_placed_twice_is_refused() -> None:
+    files = {"a/data/x.json": "data/x.json", "b/data/x.json": "data/x.json"}
+    (reason,) = shadowing(files, RESERVED)
+    assert "a/data/x.json" in reason.found and "b/data/x.json" in reason.found
