@@ -13,7 +13,10 @@ from tests.e2e.repo import GateRun, Repo
 
 REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
               "    if already + minor > payment.authorized.minor:")
-FLAKY_RETRY = ("src/orders/orders/retries.py", "        return cached\n", "        return cached[: len(KEY_PREFIX) + 32]\n")
+# A rare flake: the first request the process ever keys answers its repeats with a truncated key, so
+# exactly one record fails once and passes its rerun (the replay scans on past it).
+FLAKY_RETRY = ("src/orders/orders/retries.py", "        return cached\n",
+               "        return cached[: len(KEY_PREFIX) + 32] if len(_REQUEST_KEYS) == 1 else cached\n")
 
 
 @pytest.fixture(scope="module")
