@@ -43,13 +43,18 @@ PIN = ["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "
        "--world", "world"]
 
 
-def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def pinned_sampled_replayed(project: Path) -> None:
+    """The reviewer's pin and draw, a replay over the world, and a product-only change."""
     assert main(PIN) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
     sys.modules.pop("cli_preds", None)
     assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
                  "--out", "out", "--path", str(project)]) == 0
     (project / "changed.txt").write_text("src/app.py\n")
+
+
+def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pinned_sampled_replayed(project)
     capsys.readouterr()
     assert main(check_args()) == 0
     printed = capsys.readouterr().out
@@ -73,12 +78,7 @@ def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_check_verifies_the_replay_against_the_world(project: Path) -> None:
-    assert main(PIN) == 0
-    assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
-    sys.modules.pop("cli_preds", None)
-    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
-                 "--out", "out", "--path", str(project)]) == 0
-    (project / "changed.txt").write_text("src/app.py\n")
+    pinned_sampled_replayed(project)
 
     def codes(*args: str) -> set[str]:
         main(args)
