@@ -11,7 +11,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Optional
 
-from epoch_gate.reasons import Code, Reason
+from epoch_gate.pin import parse_pin
+from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import from_os
 
 # Files that change what git (and so the changed set and the reviewed tree) or Pants sees of a folder.
@@ -66,7 +67,7 @@ def inside(build_root: str, path: str) -> Optional[str]:
     rel = os.path.relpath(full, os.path.normpath(build_root))
     if rel == ".":
         return ""
-    if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
+    if rel == ".." or rel.startswith("../"):
         return None
     return rel.replace(os.sep, "/")
 
@@ -137,9 +138,6 @@ def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
 def pinned_at_base(pin_bytes: Optional[bytes], pin_path: str) -> set[str]:
     """The generator and inputs the base's pin names: still protected when the change deletes or renames
     them (the changed tree's graph no longer holds them)."""
-    from epoch_gate.pin import parse_pin
-    from epoch_gate.reasons import EvidenceError
-
     if pin_bytes is None:
         return set()
     try:

@@ -42,8 +42,9 @@ def record_counts(files: Mapping[str, bytes]) -> dict[str, int]:
 
 
 def world_record_counts(world: Path) -> dict[str, int]:
-    return {path.name[:-len(SUFFIX)]: count_records(path.read_bytes()) for path in sorted(world.glob(f"*{SUFFIX}"))
-            if path.is_file() and not path.is_symlink()}
+    """record_counts of a world folder on disk (regular files only, as `records` reads them)."""
+    return record_counts({path.name: path.read_bytes() for path in world.glob(f"*{SUFFIX}")
+                          if path.is_file() and not path.is_symlink()})
 
 
 def listing_sha256(listing: Mapping[str, str]) -> str:
