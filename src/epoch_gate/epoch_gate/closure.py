@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import io
 import tokenize
-from typing import Callable, Iterator, Mapping
-
-from epoch_gate.modules import module_name
+from typing import Callable, Iterator, Mapping, Sequence
 
 
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
@@ -85,26 +83,26 @@ def imported(source: bytes, module: str, is_package: bool) -> set[str]:
     return {n for n in names if n and not n.startswith(".")}
 
 
-def closure(roots: set[str], modules: Mapping[str, str], read: Callable[[list[str]], Mapping[str, bytes]]) -> set[str]:
-    """The files (keys of `read`'s answer; values of `modules`, which maps module names to files) reachable
-    from the module names `roots` through imports, with every enclosing package's `__init__`."""
+def closure(roots: set[str], modules: Mapping[str, Sequence[str]],
+            read: Callable[[list[str]], Mapping[str, bytes]]) -> set[str]:
+    """The files reachable from the module names `roots` through imports, with every enclosing package's
+    `__init__`. `modules` maps a module name to the files providing it (two providers are both reached, so
+    the sandbox's shadowing check refuses them); `read` gives files' bytes."""
+    name_of = {path: name for name, paths in modules.items() for path in paths}
     reached: set[str] = set()
-    pending = set(roots)
-    seen: set[str] = set()
+    pending, seen = set(roots), set(roots)
     while pending:
         wanted = []
         for name in sorted(pending):
             parts = name.split(".")
             for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-                prefix = ".".join(parts[:depth])
-                path = modules.get(prefix)
-                if path is not None and path not in reached:
-                    reached.add(path)
-                    wanted.append(path)
-        seen |= pending
+                for path in modules.get(".".join(parts[:depth]), ()):
+                    if path not in reached:
+                        reached.add(path)
+                        wanted.append(path)
         pending = set()
         for path, source in read(wanted).items():
-            name = module_name(path) or ""
-            found = imported(source, name, path.endswith("__init__.py"))
+            found = imported(source, name_of[path], path.endswith("__init__.py"))
             pending |= found - seen
+        seen |= pending
     return reached

@@ -49,9 +49,9 @@ def test_closure_follows_imports_and_packages() -> None:
         "orders/unused.py": b"import orders.totals\n",
         "other/__init__.py": b"",
     }
-    modules = {"orders": "orders/__init__.py", "orders.totals": "orders/totals.py", "orders.money": "orders/money.py",
-               "orders.currency": "orders/currency.py", "orders.unused": "orders/unused.py",
-               "other": "other/__init__.py"}
+    modules = {"orders": ["orders/__init__.py"], "orders.totals": ["orders/totals.py"],
+               "orders.money": ["orders/money.py"], "orders.currency": ["orders/currency.py"],
+               "orders.unused": ["orders/unused.py"], "other": ["other/__init__.py"]}
     reads: list[list[str]] = []
 
     def read(paths: list[str]) -> dict[str, bytes]:
@@ -61,3 +61,8 @@ def test_closure_follows_imports_and_packages() -> None:
     assert closure({"orders.totals", "decimal"}, modules, read) == {
         "orders/__init__.py", "orders/totals.py", "orders/money.py", "orders/currency.py"}
     assert all(len(set(batch)) == len(batch) for batch in reads)
+
+
+def test_two_providers_of_a_module_are_both_reached() -> None:
+    modules = {"m": ["a/m.py", "b/m.py"]}
+    assert closure({"m"}, modules, lambda paths: {p: b"" for p in paths}) == {"a/m.py", "b/m.py"}
