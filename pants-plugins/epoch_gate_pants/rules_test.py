@@ -13,13 +13,14 @@ from pants.build_graph.address import Address
 from pants.core import register as core_backend
 from pants.core.goals.tailor import TailorGoal
 from pants.core.goals.test import TestResult
-from pants.engine.fs import Digest, DigestContents
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.reasons import Code
 from epoch_gate_pants import register
+from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.isolation import Jail
@@ -102,7 +103,8 @@ def new_rule_runner(store: Path, named_caches: Path) -> RuleRunner:
             *register.rules(), *python_backend.rules(), *core_backend.rules(),
             QueryRule(EpochCheck, [EpochCheckRequest]), QueryRule(FixtureWorld, [FixtureWorldRequest]),
             QueryRule(ManifestFiles, [ManifestFilesRequest]), QueryRule(ProtectedPaths, []),
-            QueryRule(ReplayRun, [ReplayRequest]), QueryRule(Jail, []),
+            QueryRule(ReplayRun, [ReplayRequest]), QueryRule(Jail, []), QueryRule(Digest, [CreateDigest]),
+            QueryRule(CandidateClosure, [CandidateClosureRequest]),
             QueryRule(DigestContents, [Digest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]),
         ],
         target_types=[*register.target_types(), *python_backend.target_types(), *core_backend.target_types()],
@@ -352,6 +354,44 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     result = rule_runner.request(TestResult, [SampledPropertiesTestRequest.Batch(
         "", (SampledPropertiesFieldSet.create(target),), None)])
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
+
+
+def candidate_files(runner: RuleRunner, files: dict[str, str]) -> CandidateFiles:
+    """A candidate's files as trusted mode reads them from git: data, with no BUILD file loaded."""
+    return CandidateFiles(runner.request(Digest, [CreateDigest([FileContent(p, t.encode()) for p, t in files.items()])]))
+
+
+def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    candidate = candidate_files(rule_runner, {
+        "src/payments_lib.py": "from pkg import rules\nimport helper\n",
+        "src/helper.py": "",
+        "src/pkg/__init__.py": "",
+        "src/pkg/rules.py": "from . import tables\n",
+        "src/pkg/tables.py": "",
+        "src/pkg/rates.json": "{}",
+        "src/unrelated.py": "import helper\n",
+        "checks/props.py": "def refund_le_captured(record):\n    return True\n",  # the candidate's oracle copy
+    })
+    oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", PREDICATES.encode())])])
+    closure = rule_runner.request(CandidateClosure, [CandidateClosureRequest(
+        candidate, oracle, (("checks/props.py", "checks/props.py"),))])
+    assert dict(closure.places) == {
+        "src/payments_lib.py": "payments_lib.py", "src/helper.py": "helper.py", "src/pkg/__init__.py": "pkg/__init__.py",
+        "src/pkg/rules.py": "pkg/rules.py", "src/pkg/tables.py": "pkg/tables.py", "src/pkg/rates.json": "pkg/rates.json"}
+
+
+def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)  # the working tree's product is right; the candidate's has the bug
+    candidate = candidate_files(rule_runner, {
+        "src/payments_lib.py": "def refundable(captured: int, refunded: int) -> bool:\n    return refunded < 50\n",
+        "src/BUILD": "raise SystemExit('a BUILD file of the candidate is never loaded')\n"})
+    address = Address("checks", target_name="props")
+    local = rule_runner.request(ReplayRun, [ReplayRequest(address)])
+    trusted = rule_runner.request(ReplayRun, [ReplayRequest(address, candidate=candidate)])
+    outcomes = [rule_runner.request(DigestContents, [run.output]) for run in (local, trusted)]
+    summaries = [next(c.content for c in contents if c.path == "replay.json") for contents in outcomes]
+    assert b'"outcome":"pass"' in summaries[0] and b'"outcome":"fail"' in summaries[1], summaries
 
 
 def test_tailor_proposes_the_oracle_targets_from_a_generator_and_a_catalog(rule_runner: RuleRunner) -> None:

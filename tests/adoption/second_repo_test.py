@@ -51,10 +51,13 @@ def test_tailor_declared_the_oracle(adopted: NewRepo) -> None:
 
 
 def test_the_first_gate_is_eligible_with_an_attested_verdict(adopted: NewRepo) -> None:
-    gate = adopted.sh("pants gate ::")
+    local = adopted.sh("pants gate ::")
+    assert local.returncode == 0, local.stdout + local.stderr[-3000:]
+    assert "verdict   eligible" in local.stdout and "epoch     prices-2026-12-a" in local.stdout
+    assert report(adopted)["mode"] == "local" and not (adopted.root / "dist/gate/statement.intoto.json").exists()
+    gate = adopted.sh("pants gate --gate-candidate=HEAD ::")  # trusted mode: the checkout is origin/main
     assert gate.returncode == 0, gate.stdout + gate.stderr[-3000:]
-    assert "verdict   eligible" in gate.stdout and "epoch     prices-2026-12-a" in gate.stdout
-    assert report(adopted)["verdict"] == "eligible"
+    assert report(adopted)["verdict"] == "eligible" and report(adopted)["mode"] == "trusted"
     statement = json.loads(adopted.read("dist/gate/statement.intoto.json"))
     assert layout_problems(statement) == []
     head = adopted.sh("git rev-parse HEAD HEAD^{tree}").stdout.split()
