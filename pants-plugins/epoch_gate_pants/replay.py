@@ -43,7 +43,7 @@ from epoch_gate.decision import Expected, Identities, replay_problems
 from epoch_gate.isolation import TOOLS_DIR
 from epoch_gate.modules import shadowing, top_level, unowned_predicates
 from epoch_gate.protection import oracle_package, strip_root
-from epoch_gate.reasons import Reason
+from epoch_gate.reasons import Code, Reason
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
@@ -107,6 +107,14 @@ class ReplayRun:
         return (*self.epoch.pin.reasons, *self.manifest.check.reasons, *self.refusals)
 
 
+def _failure_line(error: Exception) -> str:
+    """The line of a failed resolve that names the cause (pex's last line of stderr, say)."""
+    stderr = getattr(error, "stderr", b"")
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) and stderr.strip() else str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "--keep-sandboxes" not in line]
+    return printable(" ".join(lines[-3:])[-300:] if lines else type(error).__name__)
+
+
 async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
     """The import path entries of a packed requirements PEX: one installed wheel per `.deps/` entry."""
     snapshot = await Get(Snapshot, Digest, requirements)
@@ -163,11 +171,18 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
                 *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
     if refusals:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
-    code, predicates, manifest_only, requirements = await MultiGet(
+    try:  # wheels only ([python].resolves_to_only_binary): a requirement that needs a build fails here
+        requirements = await Get(Pex, RequirementsPexRequest([request.address]))
+    except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (Reason(
+            Code.REQUIREMENTS_UNAVAILABLE, str(request.address), "the suite's third-party requirements from "
+            "its resolve's lockfile, as wheels", _failure_line(error),
+            "the replay's third-party requirements could not be resolved: regenerate the lockfile "
+            "(`pants generate-lockfiles`), with wheels for every requirement"),))
+    code, predicates, manifest_only = await MultiGet(
         Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
         Get(StrippedSourceFiles, SourceFiles, predicate_sources),
         Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
-        Get(Pex, RequirementsPexRequest([request.address])),
     )
     if code_digest is not None:
         oracle_code = await Get(Digest, DigestSubset(code.stripped_source_files.snapshot.digest,

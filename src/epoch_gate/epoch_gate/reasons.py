@@ -46,6 +46,7 @@ class Code(enum.Enum):
     MODULE_SHADOWED = "module-shadowed"
     PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"
+    REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"  # the replay's third-party resolve did not build
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"
     OBSERVATION_WITNESS_MISSING = "observation-witness-missing"
