@@ -8,8 +8,9 @@ the CI's own signer (cosign, a DSSE envelope) signs it. Only trusted mode writes
   signature.
 - verifier: `VERIFIER_ID`, a package URL naming the gate without claiming a registry, unless the caller
   names its CI (the trust base a consumer cares about); `version` maps `epoch_gate` to this release.
-- policy: the oracle as reviewed at the trusted base (`git+<repository>@<base>`); its `annotations` are
-  the identities the gate read and its sha256 digest is that of their canonical JSON.
+- policy: the oracle of the checkout the gate ran in (`git+<repository>@<its commit>`: in trusted mode a
+  clean checkout of a trusted ref); its `annotations` are the identities the gate read, and its sha256
+  digest is that of their canonical JSON.
 - verificationResult: PASSED only for `eligible`; `hold` and `closed` are FAILED.
 """
 
@@ -25,7 +26,7 @@ from epoch_gate import report as reports
 from epoch_gate.decision import Label
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.report import Report
-from epoch_gate.tree import ReviewedTree, repository_url
+from epoch_gate.tree import ReviewedTree, head_commit, repository_url
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/verification_summary/v1"
@@ -73,7 +74,7 @@ def rfc3339(time: datetime.datetime) -> str:
 
 
 def statement(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: datetime.datetime,
-              repository: str, verifier_id: str = VERIFIER_ID) -> dict[str, Any]:
+              repository: str, oracle_commit: str, verifier_id: str = VERIFIER_ID) -> dict[str, Any]:
     identities = policy_identities(report)
     passed = report.verdict.label is Label.ELIGIBLE
     return {
@@ -85,8 +86,7 @@ def statement(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: 
             "verifier": {"id": verifier_id, "version": {"epoch_gate": epoch_gate.__version__}},
             "timeVerified": rfc3339(time),
             "resourceUri": resource_uri(repository, tree),
-            "policy": {"name": POLICY_NAME,
-                       "uri": _git_uri(repository, report.base or (tree.head_commit if tree.clean else None)),
+            "policy": {"name": POLICY_NAME, "uri": _git_uri(repository, oracle_commit),
                        "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                        "annotations": identities},
             "verificationResult": "PASSED" if passed else "FAILED",
@@ -96,18 +96,23 @@ def statement(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: 
 
 
 def statement_bytes(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: datetime.datetime,
-                    repository: str, verifier_id: str = VERIFIER_ID) -> bytes:
-    value = statement(report, tree, report_bytes, time=time, repository=repository, verifier_id=verifier_id)
+                    repository: str, oracle_commit: str, verifier_id: str = VERIFIER_ID) -> bytes:
+    value = statement(report, tree, report_bytes, time=time, repository=repository, oracle_commit=oracle_commit,
+                      verifier_id=verifier_id)
     return canonical_json(value) + b"\n"
 
 
 def output_files(report: Report, witnesses: dict[str, bytes], tree: Optional[ReviewedTree], *,
                  time: datetime.datetime, root: Path, verifier_id: str = VERIFIER_ID) -> dict[str, bytes]:
-    """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree."""
+    """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree.
+
+    `root` is the checkout the gate ran in: its origin names the repository, its HEAD the oracle's commit.
+    """
     files = reports.output_files(report, witnesses)
     if tree is not None and should_attest(report):
         files[STATEMENT_FILE] = statement_bytes(report, tree, files[REPORT_NAME], time=time,
-                                                repository=repository_url(root), verifier_id=verifier_id)
+                                                repository=repository_url(root), oracle_commit=head_commit(root),
+                                                verifier_id=verifier_id)
     return files
 
 

@@ -19,10 +19,12 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.report import Report
 from epoch_gate.report_test import sample_report
 from epoch_gate.tree import ReviewedTree
+from epoch_gate.tree_test import git, make_repo
 
 CLEAN = ReviewedTree("1" * 40, "2" * 40, clean=True)
 DIRTY = ReviewedTree("1" * 40, "3" * 40, clean=False)
 REPOSITORY = "https://example.com/org/repo.git"
+ORACLE = "4" * 40
 WHEN = datetime.datetime(2026, 12, 3, 21, 5, 9, 123456, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
 
 
@@ -35,7 +37,8 @@ def eligible(report: Report) -> Report:
 
 
 def make(report: Report, tree: ReviewedTree = CLEAN) -> dict[str, Any]:
-    return attestation.statement(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY)
+    return attestation.statement(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY,
+                                 oracle_commit=ORACLE)
 
 
 def reference_validate(data: bytes) -> None:
@@ -58,7 +61,8 @@ def reference_validate(data: bytes) -> None:
 @pytest.mark.parametrize("passing", [False, True])
 def test_the_statement_is_a_vsa_v1_in_an_in_toto_v1_statement(tree: ReviewedTree, passing: bool) -> None:
     report = trusted(eligible(sample_report()) if passing else sample_report())
-    data = attestation.statement_bytes(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY)
+    data = attestation.statement_bytes(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY,
+                                       oracle_commit=ORACLE)
     reference_validate(data)
     value = json.loads(data)
     assert attestation.layout_problems(value) == []
@@ -81,7 +85,7 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
     identities = {"epoch_id": "e1", "generator_sha256": "a" * 64, "manifest_sha256": "b" * 64,
                   "world_sha256": "c" * 64}
-    assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{'f' * 40}",
+    assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
                                    "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                                    "annotations": identities}
 
@@ -103,10 +107,12 @@ def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
 
 def test_a_naive_time_is_refused() -> None:
     with pytest.raises(ValueError):
-        attestation.statement(sample_report(), CLEAN, b"", time=datetime.datetime(2026, 12, 3), repository=REPOSITORY)
+        attestation.statement(sample_report(), CLEAN, b"", time=datetime.datetime(2026, 12, 3), repository=REPOSITORY,
+                              oracle_commit=ORACLE)
 
 
 def test_only_trusted_mode_writes_the_statement(tmp_path: Path) -> None:
+    make_repo(tmp_path)  # the checkout the gate runs in: no origin, so its folder names the repository
     local = sample_report()
     assert not attestation.should_attest(local)
     assert attestation.STATEMENT_FILE not in attestation.output_files(local, {}, CLEAN, time=WHEN, root=tmp_path)
@@ -114,6 +120,8 @@ def test_only_trusted_mode_writes_the_statement(tmp_path: Path) -> None:
     statement = json.loads(files[attestation.STATEMENT_FILE])
     assert statement["subject"][1]["digest"] == {"sha256": sha256_bytes(files["report.json"])}
     assert statement["predicate"]["resourceUri"] == f"git+{tmp_path.resolve().as_uri()}@{'1' * 40}"
+    assert statement["predicate"]["policy"]["uri"] == f"git+{tmp_path.resolve().as_uri()}@" + \
+        git(tmp_path, "rev-parse", "HEAD")
     assert attestation.STATEMENT_FILE not in attestation.output_files(trusted(local), {}, None, time=WHEN,
                                                                       root=tmp_path)
 

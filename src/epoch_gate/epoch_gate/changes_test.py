@@ -247,7 +247,7 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
     tree = reviewed_tree(repo)  # hashed from the real bytes, as git records them
     assert tree.tree_id == written_tree(repo)
     statement_bytes(result, tree, files["report.json"], time=datetime.datetime.now(datetime.timezone.utc),
-                    repository=repository_url(repo))
+                    repository=repository_url(repo), oracle_commit=commit)
     assert b'"freezes/\\\\xff.json"' in files["report.json"] and "freezes/\\xff.json" in files["report.md"].decode()
     assert any("protected-path-changed" in line and "freezes/\\xff.json" in line for line in report.console_lines(result))
 

@@ -86,8 +86,12 @@ def _tree_id(entries: dict[str, Entry]) -> str:
     return _object_id("tree", body)
 
 
+def head_commit(root: Path) -> str:
+    return git_text(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+
+
 def reviewed_tree(root: Path) -> ReviewedTree:
-    head = git_text(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    head = head_commit(root)
     head_tree = git_text(root, "rev-parse", "--verify", "HEAD^{tree}").strip()
     if len(head) != 40:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "the reviewed tree needs a SHA-1 repository",
