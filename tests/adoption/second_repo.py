@@ -94,14 +94,10 @@ def discount_never_raises(record: dict) -> bool:
 
 CATALOG = """\
 properties:
-  - name: discount_never_negative
-    bound: prices
-    predicate: "checks.shop_properties:discount_never_negative"
-    description: "A discount never makes a price negative."
-  - name: discount_never_raises
-    bound: prices
-    predicate: "checks.shop_properties:discount_never_raises"
-    description: "A discount never raises a price."
+  - {name: discount_never_negative, bound: prices, predicate: "checks.shop_properties:discount_never_negative",
+     description: A discount never makes a price negative.}
+  - {name: discount_never_raises, bound: prices, predicate: "checks.shop_properties:discount_never_raises",
+     description: A discount never raises a price.}
 """
 
 FILES = {
