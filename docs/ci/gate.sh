@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
-# epoch_gate for any CI that runs a shell: judge the change against origin/main, print one
-# `path: severity [code] message` line per reason and the Markdown report, and keep dist/gate/ in
-# $GATE_ARTIFACTS when it is set. Exits with the gate's own code: 0 eligible, 1 closed, 2 hold.
-# tests/adoption/ci_recipes_test.py runs this script.
+# epoch_gate in trusted mode, for any CI that runs a shell: judge a candidate commit from a detached
+# worktree of the trusted ref, so that Pants, the plugin, the launcher, pants.toml and every BUILD file
+# are the reviewed ones and the candidate enters only as git objects. Prints one
+# `path: severity [code] message` line per reason and the Markdown report, copies dist/gate/ back (and
+# into $GATE_ARTIFACTS when set), and exits with the gate's own code: 0 eligible, 1 closed, 2 hold.
+#
+# Run the trusted ref's copy of this script, never the candidate's:
+#   git fetch origin main && git show refs/remotes/origin/main:docs/ci/gate.sh | bash -s -- "$CANDIDATE"
+# tests/adoption/second_repo_test.py runs it.
 set -uo pipefail
 
-base="${GATE_BASE:-origin/main}"
-git fetch --quiet origin main 2>/dev/null || true # a clone that already has origin/main is fine too
+trusted="${GATE_TRUSTED_REF:-refs/remotes/origin/main}"
+git fetch --quiet origin main 2>/dev/null || true # a clone that already has the trusted ref is fine too
+candidate="$(git rev-parse --verify --quiet "${1:-HEAD}^{commit}")" || {
+  echo "epoch_gate: the candidate ${1:-HEAD} is not a commit: closed" >&2
+  exit 1
+}
+judge="$(mktemp -d)/judge"
+if ! git worktree add --quiet --detach "$judge" "$trusted"; then
+  echo "epoch_gate: cannot check out the trusted ref $trusted: closed" >&2
+  exit 1
+fi
+trap 'git worktree remove --force "$judge"' EXIT
 rm -rf dist/gate # a report left from an earlier run must never stand in for this one
-# The launcher reads these before Pants (and so the gate) starts: a change must not configure it.
-for file in .env .pants.bootstrap; do
-  if [ -f "$file" ]; then
-    echo "epoch_gate: $file in the change would configure the launcher before the gate runs: closed" >&2
-    exit 1
-  fi
-done
-# --no-pantsrc: a .pants.rc in the change must not configure the gate that judges it.
-PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --base="$base" ::
+# --no-pantsrc: nothing outside the trusted checkout (a ~/.pants.rc, say) configures the judge.
+(cd "$judge" && PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --gate-candidate="$candidate" ::)
 verdict=$?
-if [ -f dist/gate/report.md ]; then
+if [ -f "$judge/dist/gate/report.md" ]; then
+  mkdir -p dist && cp -R "$judge/dist/gate" dist/gate
   cat dist/gate/report.md
 else
   echo "epoch_gate: no report was written (exit $verdict)" >&2

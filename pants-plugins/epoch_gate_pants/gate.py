@@ -18,6 +18,7 @@ from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, report
 from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
+from epoch_gate.candidate import open_candidate
 from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes, read_at
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Expected, Identities, decide
@@ -29,6 +30,7 @@ from epoch_gate.protection import irregular_paths, pinned_at_base
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
+from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -69,14 +71,19 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     today, problems = _today(gate)
     findings += problems
 
-    # The changed set, against --changed-since when given, else [gate].base.
-    base = changed.since or gate.base
+    # The changed set: in trusted mode the candidate's since its merge base with this checkout; else the
+    # working tree's against --changed-since when given, else [gate].base.
     changed_set: tuple[ChangedPath, ...] | None = None
-    merge_base = None
+    merge_base, candidate, candidate_digest = None, None, None
     root = Path(BuildRoot().path)
     try:
-        merge_base, changed_set = changed_paths(root, base)
-        check_trusted(root, merge_base, gate.trusted_refs)
+        if gate.candidate:
+            candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
+            merge_base, changed_set = candidate.merge_base, candidate.changed
+            candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(candidate_files(root, candidate))))
+        else:
+            merge_base, changed_set = changed_paths(root, changed.since or gate.base)
+            check_trusted(root, merge_base, gate.trusted_refs)
     except EvidenceError as error:
         findings.append(error.reason)
 
@@ -101,7 +108,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     identities = Identities(None, None, None, isolation=jail.isolation.description)
     replay_result, replayed, witnesses, expected = None, (), {}, None
     if suite is not None:
-        run = await Get(ReplayRun, ReplayRequest(suite.target.address))
+        run = await Get(ReplayRun, ReplayRequest(suite.target.address, candidate=candidate_digest))
         findings += run.reasons
         pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
         identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
@@ -132,10 +139,11 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         oracle = oracle_changes(
             OraclePaths(run.epoch.files.pin_path, run.manifest.manifest_path, run.manifest.catalog_path,
                         run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
-            changed_set, lambda path: read_at(root, merge_base, path), lambda path: read_file(root, path))
+            changed_set, lambda path: read_at(root, merge_base, path),
+            (lambda path: read_at(root, candidate.commit, path)) if candidate else (lambda path: read_file(root, path)))
 
-    tree = None
-    if merge_base:  # without the changed set the gate is closed already, and git said why
+    tree = candidate.reviewed_tree() if candidate else None
+    if merge_base and not candidate:  # without the changed set the gate is closed already, and git said why
         try:
             tree = reviewed_tree(root)
         except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass

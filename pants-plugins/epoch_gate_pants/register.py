@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from epoch_gate_pants import codeowners, fixture, gate, isolation, protected, replay, reviewer, runner, suite, tailor
+from epoch_gate_pants import candidate, codeowners, fixture, gate, isolation, protected, replay, reviewer, runner, suite, tailor
 from epoch_gate_pants.target_types import target_types as _target_types
 
 
@@ -12,5 +12,5 @@ def target_types() -> list:
 
 
 def rules() -> list:
-    return [*codeowners.rules(), *fixture.rules(), *gate.rules(), *isolation.rules(), *protected.rules(),
+    return [*candidate.rules(), *codeowners.rules(), *fixture.rules(), *gate.rules(), *isolation.rules(), *protected.rules(),
             *replay.rules(), *reviewer.rules(), *runner.rules(), *suite.rules(), *tailor.rules()]

@@ -8,7 +8,9 @@ from typing import Any, Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex import Pex
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
+from pants.backend.python.util_rules.pex_from_targets import RequirementsPexRequest
 from pants.backend.python.util_rules.python_sources import (
     PythonSourceFiles,
     PythonSourceFilesRequest,
@@ -28,6 +30,7 @@ from pants.engine.fs import (
     MergeDigests,
     PathGlobs,
     RemovePrefix,
+    Snapshot,
 )
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
@@ -42,6 +45,7 @@ from epoch_gate.modules import shadowing, top_level, unowned_predicates
 from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Reason
 from epoch_gate.text import printable
+from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
@@ -56,6 +60,7 @@ from epoch_gate_pants.target_types import (
 
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
+REQUIREMENTS_DIR = "__requirements"
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
 # first, then the standard library; the sandbox's own files only for the top-level names they declare,
 # after the standard library, so the change can shadow neither (not even an optional import such as
@@ -70,6 +75,7 @@ class SandboxFinder:
             return importlib.machinery.PathFinder.find_spec(name, ["."])
         return None
 sys.meta_path.append(SandboxFinder)
+sys.path.extend({requirements!r})
 from epoch_gate.cli import main
 sys.exit(main())
 """
@@ -79,6 +85,9 @@ sys.exit(main())
 class ReplayRequest:
     address: Address
     force: bool = False
+    # Trusted mode: the candidate's files (from git objects), which stand in for the code under test in
+    # place of the working tree's; the oracle's own packages still come from the trusted checkout.
+    candidate: Optional[CandidateFiles] = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,14 @@ class ReplayRun:
     @property
     def reasons(self) -> tuple[Reason, ...]:
         return (*self.epoch.pin.reasons, *self.manifest.check.reasons, *self.refusals)
+
+
+async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
+    """The import path entries of a packed requirements PEX: one installed wheel per `.deps/` entry."""
+    snapshot = await Get(Snapshot, Digest, requirements)
+    entries = {"/".join(path.split("/")[:4]) for path in (*snapshot.files, *snapshot.dirs)
+               if path.split("/")[2:3] == [".deps"] and len(path.split("/")) >= 4}
+    return tuple(sorted(entries))
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
@@ -130,30 +147,51 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     placed.update(predicate_places)
     oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
               for path, stripped in predicate_places.items()}
-    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, TOOLS_DIR)
+    code_digest = None
+    if request.candidate is not None:
+        # Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
+        # from the candidate's files; nothing of the working tree's product.
+        oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
+        oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
+                                                       PathGlobs(sorted(oracle_placed))))
+        reached = await Get(CandidateClosure, CandidateClosureRequest(
+            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items()))))
+        placed = {**oracle_placed, **dict(reached.places)}
+        code_digest = reached.stripped
+    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, TOOLS_DIR)
     refusals = (*shadowing(placed, reserved, oracle),
                 *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
     if refusals:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
-    code, predicates, manifest_only = await MultiGet(
+    code, predicates, manifest_only, requirements = await MultiGet(
         Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
         Get(StrippedSourceFiles, SourceFiles, predicate_sources),
         Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
+        Get(Pex, RequirementsPexRequest([request.address])),
     )
+    if code_digest is not None:
+        oracle_code = await Get(Digest, DigestSubset(code.stripped_source_files.snapshot.digest,
+                                                     PathGlobs(sorted(placed[p] for p in oracle_placed))))
+        code_digest = await Get(Digest, MergeDigests([oracle_code, code_digest]))
+    else:
+        code_digest = code.stripped_source_files.snapshot.digest
     names = sorted({top_level(stripped) for stripped in placed.values()})
     manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
     manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")
     if manifest_dir:
         manifest_only = await Get(Digest, RemovePrefix(manifest_only, manifest_dir))
     manifest_only = await Get(Digest, AddPrefix(manifest_only, MANIFEST_DIR))
-    # Exactly the world, the manifest, the predicates, the code under test and the runner: the cache key.
+    requirements_digest = await Get(Digest, AddPrefix(requirements.digest, REQUIREMENTS_DIR))
+    requirement_paths = await _requirement_paths(requirements_digest)
+    # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
+    # and the runner: the cache key.
     sandbox = await Get(Digest, MergeDigests([
-        runner.digest, code.stripped_source_files.snapshot.digest, predicates.snapshot.digest,
-        epoch.world.digest, manifest_only, jail.tools,
+        runner.digest, code_digest, predicates.snapshot.digest,
+        epoch.world.digest, manifest_only, requirements_digest, jail.tools,
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
-        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT, names=names), "replay",
+        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT, names=names, requirements=list(requirement_paths)), "replay",
          "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
          "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses)],
         dict(HERMETIC_ENV))

@@ -92,12 +92,17 @@ def discount_never_raises(record: dict) -> bool:
     return discounted(record["cents"], record["discount_pct"]) <= record["cents"]
 '''
 
+# Block style, as docs/adopting.md shows it: a comma in a description is just text.
 CATALOG = """\
 properties:
-  - {name: discount_never_negative, bound: prices, predicate: "checks.shop_properties:discount_never_negative",
-     description: A discount never makes a price negative.}
-  - {name: discount_never_raises, bound: prices, predicate: "checks.shop_properties:discount_never_raises",
-     description: A discount never raises a price.}
+  - name: discount_never_negative
+    bound: prices
+    predicate: checks.shop_properties:discount_never_negative
+    description: A discount never makes a price negative, however large.
+  - name: discount_never_raises
+    bound: prices
+    predicate: checks.shop_properties:discount_never_raises
+    description: A discount never raises a price.
 """
 
 FILES = {

@@ -96,45 +96,55 @@ def several_reasons(repo: NewRepo) -> None:
 def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted: NewRepo, tmp_path: Path) -> None:
     workflow = yaml.safe_load(recipe("github-actions.yml").read_text())
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` key as true
-    assert on["pull_request"]["branches"] == ["main"]
+    assert list(on) == ["pull_request_target"] and on["pull_request_target"]["branches"] == ["main"]
+    assert workflow["permissions"] == {"contents": "read"}
     steps = workflow["jobs"]["gate"]["steps"]
     checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
-    assert checkout["with"]["fetch-depth"] == 0
+    assert checkout["with"]["fetch-depth"] == 0 and "ref" not in checkout["with"]  # the base, never the PR
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
     runs = [s for s in steps if "run" in s]
-    assert runs[0]["name"].startswith("Refuse launcher configuration") and ".pants.bootstrap" in runs[0]["run"]
-    assert runs[1]["run"] == "pants --no-pantsd --no-pantsrc gate --base=origin/main ::"
+    assert runs[0]["name"] == "Fetch the pull request as data" and "refs/pull/$PR/head" in runs[0]["run"]
+    assert runs[1]["run"] == 'pants --no-pantsd --no-pantsrc gate --gate-candidate="$CANDIDATE" ::'
 
     several_reasons(adopted)
+    candidate = adopted.sh("git rev-parse several").stdout.strip()
+    adopted.sh("git checkout -q --detach origin/main")  # what pull_request_target checks out
     summary = tmp_path / "summary.md"
     outputs = []
-    for step in runs:  # the `run` steps, as the runner would: with the step's env and a job summary file
-        env = {**{k: str(v) for k, v in step.get("env", {}).items()}, "GITHUB_STEP_SUMMARY": str(summary)}
+    for step in runs[1:]:  # the fetch needs GitHub's pull refs: the candidate is already a local commit
+        env = {**{k: str(v) for k, v in step.get("env", {}).items()}, "GITHUB_STEP_SUMMARY": str(summary),
+               "CANDIDATE": candidate}
         outputs.append(adopted.sh(step["run"], env=env))
-    refuse, gate = outputs[0], outputs[1]
-    assert refuse.returncode == 0 and gate.returncode == 1
-    reasons = report(adopted)["reasons"]
+    gate = outputs[0]
+    assert gate.returncode == 1, gate.stdout + gate.stderr[-3000:]
+    judged = report(adopted)
+    assert judged["mode"] == "trusted"
+    reasons = judged["reasons"]
     annotations = [line for line in gate.stdout.splitlines() if line.startswith("::")]
     assert len(reasons) >= 2 and len(annotations) == len(reasons)
     assert "::error file=checks/shop_properties.py,title=epoch_gate protected-path-changed::" in gate.stdout
     assert "::error file=checks/catalog.yaml,title=epoch_gate protected-path-changed::" in gate.stdout
-    assert all(done.returncode == 0 for done in outputs[2:])
+    assert all(done.returncode == 0 for done in outputs[1:])
     assert summary.read_text() == adopted.read("dist/gate/report.md")
     assert "## epoch_gate: **closed**" in summary.read_text()
 
 
-def test_the_shell_recipe_prints_reasons_and_keeps_the_artifacts(adopted: NewRepo, tmp_path: Path) -> None:
-    several_reasons(adopted)
-    done = adopted.sh(str(recipe("gate.sh")), env={"GATE_ARTIFACTS": str(tmp_path / "artifacts")})
-    assert done.returncode == 1
-    reasons = report(adopted)["reasons"]
+def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(adopted: NewRepo,
+                                                                               tmp_path: Path) -> None:
+    several_reasons(adopted)  # checked out: the script must not judge from this checkout
+    done = adopted.sh(f"bash {recipe('gate.sh')} several", env={"GATE_ARTIFACTS": str(tmp_path / "artifacts")})
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    judged = report(adopted)
+    assert judged["mode"] == "trusted"
+    reasons = judged["reasons"]
     plain = [line for line in done.stdout.splitlines() if " closed [" in line and not line.startswith("|")]
     assert len(plain) >= len(reasons) >= 2
     assert any(line.startswith("checks/catalog.yaml: closed [protected-path-changed]") for line in plain)
     assert "## epoch_gate: **closed**" in done.stdout
     kept = {p.name for p in (tmp_path / "artifacts").iterdir()}
     assert {"report.json", "report.md", "statement.intoto.json"} <= kept
+    assert adopted.sh("git worktree list").stdout.count("\n") == 1  # the judge's worktree is gone
 
 
 def test_codeowners_from_the_build_graph_cover_the_oracle(adopted: NewRepo) -> None:

@@ -80,7 +80,7 @@ def _git_path() -> str:
     return shutil.which("git") or "git"
 
 
-def _run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     # An absolute path and close_fds=False let CPython use posix_spawn rather than fork: forking pantsd
     # (hundreds of MB, many threads) costs tens of milliseconds per git call. Python's own fds are
     # created non-inheritable, so nothing leaks into git.
@@ -93,7 +93,7 @@ def _run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.C
 
 
 def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
-    done = _run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
+    done = run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {message[-1] if message else ''}",
@@ -101,8 +101,8 @@ def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
     return done.stdout.decode("utf-8", "surrogateescape")
 
 
-def _commit_of(root: Path, rev: str) -> str | None:
-    done = _run_git(root, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}")
+def commit_of(root: Path, rev: str) -> str | None:
+    done = run_git(root, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}")
     if b"is ambiguous" in done.stderr:
         # `origin/main` is also refs/tags/origin/main (or a branch of that name): git would pick one
         # silently, and a change can push the one it prefers.
@@ -114,12 +114,12 @@ def _commit_of(root: Path, rev: str) -> str | None:
 
 def read_at(root: Path, commit: str, path: str) -> bytes | None:
     """A file's bytes at a commit, or None where it does not exist there."""
-    done = _run_git(root, "cat-file", "blob", f"{commit}:{path}")
+    done = run_git(root, "cat-file", "blob", f"{commit}:{path}")
     return done.stdout if done.returncode == 0 else None
 
 
 def _is_shallow(root: Path) -> bool:
-    return _run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+    return run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
 
 
 DEFAULT_TRUSTED_REFS = ("refs/remotes/origin/main",)
@@ -132,14 +132,14 @@ def resolve_base(root: Path, base: str) -> str:
     if not base or base.startswith("-"):
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "no usable base revision", expected="a git revision",
                    found=base or "empty")
-    commit = _commit_of(root, base)
+    commit = commit_of(root, base)
     if commit is None:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".",
                    f"base {base!r} does not resolve to a commit (a typo, or a shallow clone: fetch it, "
                    "e.g. `git fetch --unshallow origin`)",
                    expected="a commit", found=base)
     head = git_text(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}").strip()
-    done = _run_git(root, "merge-base", commit, head)
+    done = run_git(root, "merge-base", commit, head)
     merge_base = done.stdout.decode().strip()
     if done.returncode != 0 or not merge_base:
         if _is_shallow(root):
@@ -157,7 +157,7 @@ def _present_refs(root: Path, trusted_refs: Sequence[str]) -> list[str]:
         raise fail(Code.BASE_UNTRUSTED, "pants.toml", "trusted refs must be full ref names "
                    f"(refs/remotes/origin/main, not origin/main): {', '.join(short)}",
                    expected="refs/...", found=", ".join(short))
-    return [ref for ref in trusted_refs if _commit_of(root, ref) is not None]
+    return [ref for ref in trusted_refs if commit_of(root, ref) is not None]
 
 
 def default_base(root: Path, trusted_refs: Sequence[str]) -> str:
@@ -192,7 +192,7 @@ def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> N
                    "or name the refs in [gate].trusted_refs", expected=f"one of {', '.join(trusted_refs)}",
                    found="none present")
     for ref in present:
-        if _run_git(root, "merge-base", "--is-ancestor", merge_base, ref).returncode == 0:
+        if run_git(root, "merge-base", "--is-ancestor", merge_base, ref).returncode == 0:
             return
     if _is_shallow(root):
         raise fail(Code.BASE_UNPROVABLE, ".", f"this shallow clone cannot show that base {merge_base[:12]} "

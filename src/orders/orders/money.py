@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
+
+import attrs
 
 from orders.currency import currency as lookup_currency
 
@@ -53,14 +54,20 @@ def as_fraction(factor: object) -> Fraction:
     raise InvalidAmountError(f"factor must be an int, Fraction or Decimal, got {type(factor).__name__}")
 
 
-@dataclass(frozen=True)
-class Money:
-    minor: int
-    currency: str
+def _valid_minor(_instance: Any, _attribute: Any, value: object) -> None:
+    require_int(value, "amount in minor units")
 
-    def __post_init__(self) -> None:
-        require_int(self.minor, "amount in minor units")
-        lookup_currency(self.currency)  # raises on an unknown code
+
+def _valid_currency(_instance: Any, _attribute: Any, value: object) -> None:
+    lookup_currency(value)  # raises on an unknown code
+
+
+# A value: attrs checks the fields in order (amount, then currency) on construction and gives equality,
+# hashing, the repr and immutability (FrozenInstanceError, an AttributeError); slots=False keeps __dict__.
+@attrs.frozen(slots=False)
+class Money:
+    minor: int = attrs.field(validator=_valid_minor)
+    currency: str = attrs.field(validator=_valid_currency)
 
     @classmethod
     def zero(cls, currency: str) -> Money:

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from epoch_gate.candidate import open_candidate, read_blobs
+from epoch_gate.changes_test import git
+from epoch_gate.reasons import Code, EvidenceError
+
+TRUSTED = ("refs/remotes/origin/main",)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "p.py").write_text("x = 1\n")
+    (tmp_path / "app.py").write_text("a = 1\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    git(tmp_path, "update-ref", "refs/remotes/origin/main", "HEAD")
+    return tmp_path
+
+
+def branch(repo: Path, name: str, files: dict[str, str]) -> str:
+    """A candidate commit on its own branch; the judge's checkout stays on main."""
+    git(repo, "checkout", "-q", "-b", name)
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", name)
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    return commit
+
+
+def test_changed_set_and_files_come_from_git(repo: Path) -> None:
+    commit = branch(repo, "feature", {"app.py": "a = 2\n", "new.py": ""})
+    candidate = open_candidate(repo, commit, TRUSTED)
+    assert {c.path: c.status for c in candidate.changed} == {"app.py": "modified", "new.py": "added"}
+    assert candidate.tree == git(repo, "rev-parse", f"{commit}^{{tree}}").strip()
+    assert candidate.reviewed_tree().digest() == {"gitCommit": commit, "gitTree": candidate.tree}
+    mode, oid = candidate.blobs["app.py"]
+    assert mode == "100644" and read_blobs(repo, [oid]) == {oid: b"a = 2\n"}
+    assert (repo / "app.py").read_text() == "a = 1\n"  # never checked out
+
+
+def test_an_older_candidate_changes_only_what_it_changed(repo: Path) -> None:
+    commit = branch(repo, "old", {"app.py": "a = 3\n"})
+    (repo / "checks" / "p.py").write_text("x = 2\n")  # main moves on: the oracle changes after the branch
+    git(repo, "commit", "-qam", "oracle")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    assert [c.path for c in open_candidate(repo, commit, TRUSTED).changed] == ["app.py"]
+
+
+def test_the_judge_must_be_a_clean_trusted_checkout(repo: Path) -> None:
+    commit = branch(repo, "feature", {"app.py": "a = 2\n"})
+    (repo / "app.py").write_text("patched judge\n")
+    with pytest.raises(EvidenceError) as dirty:
+        open_candidate(repo, commit, TRUSTED)
+    assert dirty.value.reason.code is Code.BASE_UNTRUSTED
+    git(repo, "checkout", "-q", "app.py")
+    git(repo, "checkout", "-q", "feature")  # judging from the candidate's own checkout
+    with pytest.raises(EvidenceError) as untrusted:
+        open_candidate(repo, commit, TRUSTED)
+    assert untrusted.value.reason.code is Code.BASE_UNTRUSTED
+
+
+@pytest.mark.parametrize("revision", ["", "--output=x", "no-such-branch"])
+def test_a_candidate_that_is_not_a_commit_is_refused(repo: Path, revision: str) -> None:
+    with pytest.raises(EvidenceError) as error:
+        open_candidate(repo, revision, TRUSTED)
+    assert error.value.reason.code is Code.CHANGED_SET_UNAVAILABLE
+
+
+def test_blobs_are_read_in_one_batch(repo: Path) -> None:
+    blobs = open_candidate(repo, "HEAD", TRUSTED).blobs
+    oids = [oid for _, oid in blobs.values()]
+    assert sorted(read_blobs(repo, oids).values()) == [b"a = 1\n", b"x = 1\n"]
+    assert read_blobs(repo, []) == {}

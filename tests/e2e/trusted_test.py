@@ -1,0 +1,102 @@
+"""Trusted mode end to end: the judge runs from a worktree of origin/main and the candidate enters as data.
+
+Each attacking candidate carries the refund bug that `refund_le_captured` catches, so a verdict other
+than `closed` with `property-failed` means the attack programmed the judge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.repo import GateRun, Repo
+
+REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
+              "    if already + minor > payment.authorized.minor:")
+# Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
+GATE_PATCH = """
+_import = __builtins__["__im" + "port__"]
+_decision = _import("epoch_gate.decision", fromlist=["Verdict"])
+_gate = _import("epoch_gate_pants.gate", fromlist=["decide"])
+_gate.decide = lambda evidence: _decision.Verdict(_decision.Label.ELIGIBLE, ())
+"""
+FAKE_LAUNCHER = """#!/usr/bin/env bash
+mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
+"""
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
+    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("trusted") / "repo")
+
+
+@pytest.fixture(scope="module")
+def judge(example: Repo) -> Repo:
+    """A detached worktree of the trusted ref: what `docs/ci/gate.sh` makes in CI."""
+    path = example.root.parent / "judge"
+    example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
+    return Repo(path)
+
+
+def candidate(example: Repo, name: str, *edits: tuple[str, str, str], files: dict[str, str] = {}) -> str:  # noqa: B006
+    """A commit on its own branch from main, never checked out by the judge."""
+    example.git("checkout", "-q", "-b", name, "main")
+    for edit in edits:
+        example.edit(*edit)
+    for path, text in files.items():
+        example.write(path, text)
+    commit = example.commit(name)
+    example.git("checkout", "-q", "main")
+    return commit
+
+
+def judged(judge: Repo, commit: str, *options: str) -> GateRun:
+    return judge.gate(*options, f"--gate-candidate={commit}")
+
+
+def assert_property_failed(run: GateRun) -> None:
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert {r["path"].rsplit("/", 1)[-1].split("-")[0] for r in run.reasons("property-failed")} == \
+        {"refund_le_captured"}, run.stdout
+
+
+def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Repo) -> None:
+    commit = candidate(example, "build-patch", REFUND_BUG,
+                       files={"src/orders/orders/BUILD": "python_sources()\n\npython_tests(name=\"tests\")\n"
+                              + GATE_PATCH})
+    # The control: judged from its own working tree, the candidate's BUILD file rewrites the verdict.
+    example.git("checkout", "-q", commit)
+    try:
+        local = example.gate("--gate-base=main")
+    finally:
+        example.git("checkout", "-q", "main")
+    assert local.verdict == "eligible", local.stdout
+    assert_property_failed(judged(judge, commit))
+
+
+def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Repo) -> None:
+    commit = candidate(example, "config", REFUND_BUG, files={
+        "pants": FAKE_LAUNCHER, ".pants.rc": "[gate]\ntrusted_refs = []\nisolation = \"off\"\n",
+        "pants.toml": (example.root / "pants.toml").read_text() + "\n[property-replay]\nskip = true\n"})
+    run = judged(judge, commit)
+    assert_property_failed(run)
+    assert {"pants", ".pants.rc", "pants.toml"} <= {r["path"] for r in run.reasons("protected-path-changed")}
+
+
+def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:
+    commit = candidate(example, "honest", files={"src/orders/orders/notes.py": '"""Notes."""\n'})
+    first = judged(judge, commit)
+    assert first.verdict == "eligible" and first.exit_code == 0, first.stdout
+    assert first.report["mode"] == "trusted"
+    statement = (judge.root / "dist" / "gate" / "statement.intoto.json").read_text()
+    assert commit in statement
+    again = judged(judge, commit, "--stats-log")
+    assert again.verdict == "eligible" and again.stdout == first.stdout
+    counters = {}
+    for line in again.stderr.splitlines():
+        name, sep, value = line.strip().partition(": ")
+        if sep and value.isdigit():
+            counters[name] = int(value)
+    assert counters.get("local_execution_requests", 0) == 0, again.stderr[-3000:]
+    assert counters.get("local_cache_requests_cached", 0) >= 2, counters  # the generator and the replay
