@@ -50,15 +50,13 @@ def test_tailor_declared_the_oracle(adopted: NewRepo) -> None:
     assert 'fixture="fixtures:prices_epoch"' in checks and '"checks/shop_properties.py"' in checks
 
 
-def test_the_first_gate_is_eligible_with_an_attested_verdict(adopted: NewRepo) -> None:
+def test_the_first_gate_is_eligible_and_says_a_local_verdict_is_advisory(adopted: NewRepo) -> None:
     gate = adopted.sh("pants gate ::")
     assert gate.returncode == 0, gate.stdout + gate.stderr[-3000:]
     assert "verdict   eligible" in gate.stdout and "epoch     prices-2026-12-a" in gate.stdout
-    assert report(adopted)["verdict"] == "eligible"
-    statement = json.loads(adopted.read("dist/gate/statement.intoto.json"))
-    assert layout_problems(statement) == []
-    head = adopted.sh("git rev-parse HEAD HEAD^{tree}").stdout.split()
-    assert statement["subject"][0]["digest"] == {"gitCommit": head[0], "gitTree": head[1]}
+    assert "advisory  local mode: " in gate.stdout
+    assert report(adopted)["verdict"] == "eligible" and report(adopted)["mode"] == "local"
+    assert not (adopted.root / "dist/gate/statement.intoto.json").exists()  # only trusted mode attests
     assert adopted.sh("pants test ::").returncode == 0
 
 
@@ -144,6 +142,10 @@ def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(ad
     assert "## epoch_gate: **closed**" in done.stdout
     kept = {p.name for p in (tmp_path / "artifacts").iterdir()}
     assert {"report.json", "report.md", "statement.intoto.json"} <= kept
+    statement = json.loads((tmp_path / "artifacts" / "statement.intoto.json").read_text())
+    assert layout_problems(statement) == [] and statement["predicate"]["verificationResult"] == "FAILED"
+    head = adopted.sh("git rev-parse several several^{tree}").stdout.split()
+    assert statement["subject"][0]["digest"] == {"gitCommit": head[0], "gitTree": head[1]}
     assert adopted.sh("git worktree list").stdout.count("\n") == 1  # the judge's worktree is gone
 
 
