@@ -16,10 +16,17 @@ from pants.engine.target import AllTargets
 from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
-from epoch_gate import annotations, report
-from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
+from epoch_gate import annotations, attestation, report
 from epoch_gate.candidate import open_candidate
-from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes, read_at
+from epoch_gate.changes import (
+    ChangedPath,
+    ProtectedSet,
+    changed_paths,
+    check_trusted,
+    default_base,
+    protected_changes,
+    read_at,
+)
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Evidence, Expected, Identities, decide
 from epoch_gate.folders import output_folder
@@ -82,7 +89,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
             merge_base, changed_set = candidate.merge_base, candidate.changed
             candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(candidate_files(root, candidate))))
         else:
-            merge_base, changed_set = changed_paths(root, changed.since or gate.base)
+            merge_base, changed_set = changed_paths(
+                root, changed.since or gate.base or default_base(root, gate.trusted_refs))
             check_trusted(root, merge_base, gate.trusted_refs)
     except EvidenceError as error:
         findings.append(error.reason)
@@ -162,10 +170,9 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
     ))
     result = report.Report(verdict, identities, merge_base, changed_set, guarded, replay_result,
-                           observations, oracle)
-    files = report.output_files(result, witnesses)
-    if tree is not None:
-        files[STATEMENT_FILE] = statement_bytes(result, tree, files["report.json"])
+                           observations, oracle, mode="trusted" if candidate else "local")
+    files = attestation.output_files(result, witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc),
+                                     root=root)
     if out_or_none is not None:
         digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
         workspace.write_digest(digest, clear_paths=(out,))

@@ -25,12 +25,16 @@ class GateSubsystem(GoalSubsystem):
     )
 
     base = StrOption(
-        default="HEAD",
+        default=None,
         help=help_text(
             """
             The git revision the changed set is computed against (its merge base with HEAD), when
             `--changed-since` is not given. The changed set is every path that differs from it:
             committed, staged, unstaged and untracked. A base that does not resolve closes the gate.
+            Unset (the default), the base is the merge base of HEAD with the first of
+            `[gate].trusted_refs` the clone holds, so a feature branch is judged on everything it
+            changed since it left reviewed history, as CI judges its pull request; when none of them
+            exists the gate is `closed` (`base-untrusted`) and says to fetch one or pass `--base`.
             """
         ),
     )

@@ -54,6 +54,7 @@ def test_the_first_gate_is_eligible_with_an_attested_verdict(adopted: NewRepo) -
     local = adopted.sh("pants gate ::")
     assert local.returncode == 0, local.stdout + local.stderr[-3000:]
     assert "verdict   eligible" in local.stdout and "epoch     prices-2026-12-a" in local.stdout
+    assert "advisory  local mode: " in local.stdout
     assert report(adopted)["mode"] == "local" and not (adopted.root / "dist/gate/statement.intoto.json").exists()
     gate = adopted.sh("pants gate --gate-candidate=HEAD ::")  # trusted mode: the checkout is origin/main
     assert gate.returncode == 0, gate.stdout + gate.stderr[-3000:]
@@ -147,6 +148,10 @@ def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(ad
     assert "## epoch_gate: **closed**" in done.stdout
     kept = {p.name for p in (tmp_path / "artifacts").iterdir()}
     assert {"report.json", "report.md", "statement.intoto.json"} <= kept
+    statement = json.loads((tmp_path / "artifacts" / "statement.intoto.json").read_text())
+    assert layout_problems(statement) == [] and statement["predicate"]["verificationResult"] == "FAILED"
+    head = adopted.sh("git rev-parse several several^{tree}").stdout.split()
+    assert statement["subject"][0]["digest"] == {"gitCommit": head[0], "gitTree": head[1]}
     assert adopted.sh("git worktree list").stdout.count("\n") == 1  # the judge's worktree is gone
 
 

@@ -23,7 +23,7 @@ def test_two_gates_at_once_agree_and_corrupt_nothing(tmp_path: Path) -> None:
         runs = list(pool.map(lambda _: repo.pants(f"--changed-since={base}", "gate"), range(2)))
     for done in runs:
         assert done.returncode == 1, done.stderr[-2000:]
-        assert done.stdout.splitlines()[-1] == "verdict   closed"
+        assert "verdict   closed" in done.stdout.splitlines()  # then the local run's advisory line
     assert runs[0].stdout == runs[1].stdout
 
     out = repo.root / "dist" / "gate"

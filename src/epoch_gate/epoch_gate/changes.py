@@ -150,6 +150,32 @@ def resolve_base(root: Path, base: str) -> str:
     return merge_base
 
 
+def _present_refs(root: Path, trusted_refs: Sequence[str]) -> list[str]:
+    """The trusted refs this clone holds; a short name is refused, not looked up."""
+    short = [ref for ref in trusted_refs if not ref.startswith("refs/")]
+    if short:  # a short name resolves through refs/tags/ before refs/remotes/: a pushed tag would win
+        raise fail(Code.BASE_UNTRUSTED, "pants.toml", "trusted refs must be full ref names "
+                   f"(refs/remotes/origin/main, not origin/main): {', '.join(short)}",
+                   expected="refs/...", found=", ".join(short))
+    return [ref for ref in trusted_refs if commit_of(root, ref) is not None]
+
+
+def default_base(root: Path, trusted_refs: Sequence[str]) -> str:
+    """The base when none is given: the merge base of HEAD with the first trusted ref this clone holds.
+
+    A developer on a branch is then judged against the reviewed history the branch started from, as CI
+    judges the pull request, rather than against HEAD, which is not reviewed history.
+    """
+    present = _present_refs(root, trusted_refs)
+    if not present:
+        fetch = UNSHALLOW_HINT if _is_shallow(root) else "fetch it (`git fetch origin main`)"
+        raise fail(Code.BASE_UNTRUSTED, ".", "no base was given and no trusted ref exists in this clone to take "
+                   f"one from: {fetch}, or pass a base (`--base=<revision>` or `--changed-since=<revision>`)",
+                   expected=f"one of {', '.join(trusted_refs) or 'the refs of [gate].trusted_refs'}",
+                   found="none present")
+    return resolve_base(root, present[0])
+
+
 def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> None:
     """The base the changed set is taken against must be history that was already reviewed.
 
@@ -159,12 +185,7 @@ def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> N
     """
     if not trusted_refs:
         return
-    short = [ref for ref in trusted_refs if not ref.startswith("refs/")]
-    if short:  # a short name resolves through refs/tags/ before refs/remotes/: a pushed tag would win
-        raise fail(Code.BASE_UNTRUSTED, "pants.toml", "trusted refs must be full ref names "
-                   f"(refs/remotes/origin/main, not origin/main): {', '.join(short)}",
-                   expected="refs/...", found=", ".join(short))
-    present = [ref for ref in trusted_refs if commit_of(root, ref) is not None]
+    present = _present_refs(root, trusted_refs)
     if not present:
         hint = UNSHALLOW_HINT if _is_shallow(root) else "fetch it, e.g. `git fetch origin main`"
         raise fail(Code.BASE_UNTRUSTED, ".", f"no trusted ref exists in this clone to vouch for the base: {hint}; "

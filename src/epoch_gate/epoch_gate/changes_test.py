@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.changes import ChangedPath, ProtectedSet, changed_paths, check_trusted, protected_changes
+from epoch_gate.changes import (ChangedPath, ProtectedSet, changed_paths, check_trusted, default_base,
+                                protected_changes)
 from epoch_gate.reasons import Code, EvidenceError
 
 
@@ -179,11 +180,48 @@ def test_trusted_refs_must_be_full_names(repo: Path) -> None:
     assert trust_code(repo, "HEAD", ("origin/main",)) is Code.BASE_UNTRUSTED
 
 
+def test_without_a_base_a_branch_is_judged_from_where_it_left_the_first_trusted_ref(repo: Path) -> None:
+    reviewed = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-qb", "feature")
+    (repo / "src.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "one local commit")
+    git(repo, "checkout", "-q", "main")  # and main moves on without the branch
+    (repo / "other.py").write_text("")
+    git(repo, "add", "other.py")
+    git(repo, "commit", "-qm", "elsewhere on main")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    git(repo, "checkout", "-q", "feature")
+    refs = ("refs/remotes/upstream/main", "refs/remotes/origin/main")  # the first one present is used
+    base = default_base(repo, refs)
+    assert base == reviewed  # the merge base, not origin/main's tip (which would show other.py deleted)
+    assert statuses(repo, base) == {"src.py": "modified"}
+    check_trusted(repo, base, refs)
+
+
+@pytest.mark.parametrize("refs", [("refs/remotes/origin/main",), ()])
+def test_without_a_base_or_a_trusted_ref_present_it_says_to_fetch_or_pass_one(repo: Path,
+                                                                               refs: tuple[str, ...]) -> None:
+    with pytest.raises(EvidenceError) as caught:
+        default_base(repo, refs)
+    reason = caught.value.reason
+    assert reason.code is Code.BASE_UNTRUSTED and reason.found == "none present"
+    assert "git fetch origin main" in reason.message and "--base=" in reason.message
+    assert reason.expected.startswith("one of ")
+
+
+def test_without_a_base_a_short_trusted_ref_is_refused(repo: Path) -> None:
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    with pytest.raises(EvidenceError) as caught:
+        default_base(repo, ("origin/main",))
+    assert caught.value.reason.code is Code.BASE_UNTRUSTED and "full ref names" in caught.value.reason.message
+
+
 def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> None:
     import datetime
 
     from epoch_gate import report
     from epoch_gate.attestation import statement_bytes
+    from epoch_gate.tree import repository_url
     from epoch_gate.decision import Evidence, Identities, decide
     from epoch_gate.tree import reviewed_tree
     from epoch_gate.tree_test import written_tree
@@ -208,7 +246,8 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
     files = report.output_files(result, {})
     tree = reviewed_tree(repo)  # hashed from the real bytes, as git records them
     assert tree.tree_id == written_tree(repo)
-    statement_bytes(result, tree, files["report.json"])
+    statement_bytes(result, tree, files["report.json"], time=datetime.datetime.now(datetime.timezone.utc),
+                    repository=repository_url(repo), oracle_commit=commit)
     assert b'"freezes/\\\\xff.json"' in files["report.json"] and "freezes/\\xff.json" in files["report.md"].decode()
     assert any("protected-path-changed" in line and "freezes/\\xff.json" in line for line in report.console_lines(result))
 

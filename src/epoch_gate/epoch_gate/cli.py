@@ -114,7 +114,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate import check, report
     from epoch_gate.atomic import replace_file
     from epoch_gate.changes import (DEFAULT_TRUSTED_REFS, ChangedPath, ProtectedSet, changed_paths, check_trusted,
-                                    protected_changes, read_at)
+                                    default_base, protected_changes, read_at)
     from epoch_gate.oracle import OracleChange, OraclePaths, oracle_changes, read_file
     from epoch_gate.decision import Evidence, Expected, Identities, decide
     from epoch_gate.folders import output_folder_problem, read_folder
@@ -122,7 +122,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
     from epoch_gate.reasons import Code, EvidenceError, Reason
     from epoch_gate.strictjson import read_bytes
-    from epoch_gate.attestation import STATEMENT_FILE, statement_bytes
+    from epoch_gate.attestation import STATEMENT_FILE, output_files
     from epoch_gate.text import printable
     from epoch_gate.tree import reviewed_tree
     from epoch_gate.world import world_record_counts, world_sha256
@@ -183,8 +183,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
             changed = tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip())
         else:
-            base, changed = changed_paths(root, args.base)
-            check_trusted(root, base, () if args.trust_any_base else args.trusted_ref or DEFAULT_TRUSTED_REFS)
+            trusted = args.trusted_ref or DEFAULT_TRUSTED_REFS
+            base, changed = changed_paths(root, args.base or default_base(root, trusted))
+            check_trusted(root, base, () if args.trust_any_base else trusted)
     except EvidenceError as error:
         findings.append(error.reason)
     except (OSError, UnicodeDecodeError) as exc:
@@ -216,7 +217,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except EvidenceError as error:
         if base is not None:  # judged from git: a tree that cannot be attested is not a tree to pass
             findings.append(error.reason)
-        else:  # --changed-file outside a checkout: nothing to attest
+        elif args.mode == "trusted":  # --changed-file outside a checkout: nothing to attest
             print(printable(f"no {STATEMENT_FILE}: {error.reason.message}"), file=sys.stderr)
     evidence = Evidence(identities=identities, changed=changed, protected=protected, replay=replayed.result,
                         observations=observations, freezes=tuple(freezes), today=args.today,
@@ -228,10 +229,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         paths = OraclePaths(args.pin, args.manifest, args.catalog, tuple(args.predicates), args.freezes,
                             args.observations)
         oracle = oracle_changes(paths, changed, lambda p: read_at(root, base, p), lambda p: read_file(root, p))
-    result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations, oracle)
-    files = report.output_files(result, dict(replayed.witnesses))
-    if tree is not None:
-        files[STATEMENT_FILE] = statement_bytes(result, tree, files["report.json"])
+    result = report.Report(verdict, identities, base, changed, protected, replayed.result, observations, oracle,
+                           args.mode)
+    files = output_files(result, dict(replayed.witnesses), tree, time=datetime.datetime.now(datetime.timezone.utc),
+                         root=root)
     for rel, data in files.items():
         replace_file(out / rel, data)
     print("\n".join(report.console_lines(result)))
@@ -322,7 +323,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--observations", default="observations")
     chk.add_argument("--freezes", default="freezes")
     changes = chk.add_mutually_exclusive_group()
-    changes.add_argument("--base", default="HEAD", help="git revision to diff against (default HEAD)")
+    changes.add_argument("--base", help="git revision to diff against (default: the merge base of HEAD with "
+                                        "the first trusted ref the clone holds)")
     changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
     chk.add_argument("--trusted-ref", action="append", default=[],
                      help="a ref whose history is reviewed; the base must be reachable from one "
@@ -332,6 +334,9 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--protect", action="append", default=[], help="a protected glob")
     chk.add_argument("--today", type=_date, default=datetime.datetime.now(datetime.timezone.utc).date())
     chk.add_argument("--report-dir", default="dist/gate")
+    chk.add_argument("--mode", choices=["local", "trusted"], default="local",
+                     help="trusted: CI runs the trusted base's gate on the change as data, and the verdict is "
+                          "attested (statement.intoto.json); local (default): advisory, no statement")
     chk.set_defaults(run=cmd_check)
 
     ann = sub.add_parser("annotations", help="print one CI annotation per reason of a report.json")

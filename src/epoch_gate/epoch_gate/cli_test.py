@@ -112,20 +112,41 @@ def test_module_entry_point(project: Path) -> None:
     assert done.returncode == 0 and done.stdout.startswith("epoch-gate ")
 
 
-def test_check_in_a_git_checkout_attests_the_reviewed_tree(project: Path) -> None:
+def test_check_in_trusted_mode_attests_the_reviewed_tree(project: Path) -> None:
     from epoch_gate.attestation import layout_problems
     from epoch_gate.tree_test import git, make_repo
 
     make_repo(project)
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
-    assert main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
-                 "--trust-any-base", "--today", "2026-12-02"]) == 1  # no replay: closed, and attested as such
+    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
+             "--trust-any-base", "--today", "2026-12-02"]
+    assert main(check) == 1  # local mode (the default): advisory, nothing attested
+    assert json.loads((project / "dist/gate/report.json").read_text())["mode"] == "local"
+    assert not (project / "dist/gate/statement.intoto.json").exists()
+    assert main([*check, "--mode", "trusted"]) == 1  # no replay: closed, and attested as such
     statement = json.loads((project / "dist/gate/statement.intoto.json").read_text())
     assert layout_problems(statement) == []
-    assert statement["predicate"]["verdict"] == "closed"
-    assert statement["predicate"]["head_commit"] == git(project, "rev-parse", "HEAD")
+    assert statement["predicate"]["verificationResult"] == "FAILED"
+    assert statement["predicate"]["resourceUri"] == f"git+{project.resolve().as_uri()}"  # the tree is dirty
+    assert statement["predicate"]["policy"]["uri"] == f"git+{project.resolve().as_uri()}@" + \
+        git(project, "rev-parse", "HEAD")
     assert statement["subject"][0]["digest"] == {"gitTree": statement["subject"][0]["digest"]["gitTree"]}
+
+
+def test_check_without_a_base_takes_the_merge_base_with_the_trusted_ref(project: Path) -> None:
+    from epoch_gate.tree_test import git, make_repo
+
+    make_repo(project)
+    git(project, "update-ref", "refs/remotes/origin/main", "HEAD")
+    reviewed = git(project, "rev-parse", "HEAD")
+    assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "a local commit")
+    main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02"])
+    report = json.loads((project / "dist/gate/report.json").read_text())
+    assert report["base"] == reviewed
+    assert not {"base-untrusted", "changed-set-unavailable"} & {r["code"] for r in report["reasons"]}
 
 
 def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.decision import Identities, Verdict
@@ -15,6 +15,13 @@ from epoch_gate.replay import ReplayResult
 from epoch_gate.text import json_safe, printable
 
 SCHEMA_VERSION = 1
+
+# `trusted`: CI judged the change with the trusted base's gate code and configuration. `local`: the gate
+# ran from the working tree under review, whose code and configuration can program the judge.
+Mode = Literal["trusted", "local"]
+MODES: tuple[Mode, ...] = ("trusted", "local")
+ADVISORY = ("judged from this working tree, whose code can program the judge; "
+            "only CI's trusted mode gives the verdict that counts")
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,11 @@ class Report:
     replay: Optional[ReplayResult]
     observations: tuple[Observation, ...]
     oracle_changes: tuple[OracleChange, ...] = ()
+    mode: Mode = "local"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
 
     def witness_digests(self) -> list[tuple[str, str]]:
         return sorted((o.id, o.witness_sha256) for o in self.observations if o.source == "replay")
@@ -34,6 +46,7 @@ class Report:
     def to_json(self) -> dict[str, object]:
         return json_safe({
             "schema_version": SCHEMA_VERSION,
+            "mode": self.mode,
             "verdict": self.verdict.label.value,
             "exit_code": self.verdict.label.exit_code,
             "identities": {**self.identities.to_json(),
@@ -83,6 +96,8 @@ def console_lines(report: Report) -> list[str]:
         lines.append(f"oracle    {change.kind} {change.subject}: {change.before or '-'} -> {change.after or '-'}"
                      f" ({change.note})")
     lines.append(f"verdict   {report.verdict.label.value}")
+    if report.mode == "local":
+        lines.append(f"advisory  local mode: {ADVISORY}")
     # Paths, messages, names are the change's own text: each line stays one visible line, so none can
     # start a line of its own (a CI runner reads `::` at the start of a stdout line as a command).
     return [printable(line) for line in lines]
@@ -110,6 +125,8 @@ def _code(text: object) -> str:
 def markdown(report: Report) -> str:
     label = report.verdict.label.value
     out = [f"## epoch_gate: **{label}**", ""]
+    if report.mode == "local":
+        out += [f"> **Advisory (local mode)**: {ADVISORY}.", ""]
     out += ["| identity | value |", "|---|---|"]
     ids = report.identities
     out.append(f"| epoch | {_code(ids.epoch_id)} (generator {_code(ids.generator_sha256)}) |")

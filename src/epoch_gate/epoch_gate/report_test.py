@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import importlib.resources
 import json
 import re
+
+import pytest
 
 from epoch_gate import report
 from epoch_gate.changes import ChangedPath, ProtectedSet
@@ -65,7 +68,18 @@ def test_console_prints_the_three_identities_and_every_reason() -> None:
     assert f"witness   {FLAKE.id} sha256 {FLAKE.witness_sha256}" in lines
     for code in ("generator-mismatch", "protected-path-changed", "flake-unfrozen"):
         assert f"[{code}]" in lines
-    assert lines.endswith("verdict   closed")
+    assert lines.endswith("verdict   closed\nadvisory  local mode: " + report.ADVISORY)
+
+
+def test_local_mode_is_advisory_and_trusted_mode_says_nothing_more() -> None:
+    local = sample_report()
+    trusted = dataclasses.replace(local, mode="trusted")
+    assert json.loads(local.to_bytes())["mode"] == "local" and json.loads(trusted.to_bytes())["mode"] == "trusted"
+    assert report.markdown(local).startswith("## epoch_gate: **closed**\n\n> **Advisory (local mode)**: judged ")
+    assert "Advisory" not in report.markdown(trusted)
+    assert report.console_lines(trusted)[-1] == "verdict   closed"
+    with pytest.raises(ValueError):
+        dataclasses.replace(local, mode="ci")
 
 
 def test_markdown_escapes_table_cells() -> None:

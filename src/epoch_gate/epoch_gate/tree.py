@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from epoch_gate.changes import git_text
 from epoch_gate.reasons import Code, fail
@@ -84,8 +86,12 @@ def _tree_id(entries: dict[str, Entry]) -> str:
     return _object_id("tree", body)
 
 
+def head_commit(root: Path) -> str:
+    return git_text(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+
+
 def reviewed_tree(root: Path) -> ReviewedTree:
-    head = git_text(root, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    head = head_commit(root)
     head_tree = git_text(root, "rev-parse", "--verify", "HEAD^{tree}").strip()
     if len(head) != 40:
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "the reviewed tree needs a SHA-1 repository",
@@ -122,3 +128,33 @@ def reviewed_tree(root: Path) -> ReviewedTree:
         entries[path] = entries[path][0], oid
     tree = _tree_id(entries)
     return ReviewedTree(head, tree, tree == head_tree)
+
+
+# `user@host:path`, git's scp-like form of an SSH remote (no scheme, a colon before any slash).
+_SCP_LIKE = re.compile(r"([^/:@]+@)?([^/:]+):(?!//)(.*)\Z")
+
+
+def plain_url(remote: str, root: Path) -> str:
+    """A remote as a URL with no credentials in it (CI clones can embed a token in the HTTPS URL)."""
+    if "://" not in remote:
+        scp = _SCP_LIKE.match(remote)
+        if scp and not (root / remote).exists():
+            remote = f"ssh://{scp.group(1) or ''}{scp.group(2)}/{scp.group(3).lstrip('/')}"
+        else:  # a path: a clone of a folder on this machine
+            return (root / remote).resolve().as_uri()
+    parts = urlsplit(remote)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    # Keep an SSH login name (`git@`, no secret); drop every other user and any password.
+    if parts.scheme == "ssh" and parts.username and parts.password is None:
+        host = f"{parts.username}@{host}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def repository_url(root: Path) -> str:
+    """Where the reviewed commit can be fetched: origin's URL without credentials, else this checkout's folder."""
+    remote = git_text(root, "config", "--default", "", "--get", "remote.origin.url").strip()
+    return plain_url(remote, root) if remote else root.resolve().as_uri()

@@ -4,7 +4,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from epoch_gate.tree import reviewed_tree
+import pytest
+
+from epoch_gate.tree import plain_url, repository_url, reviewed_tree
 
 
 def git(root: Path, *args: str) -> str:
@@ -84,3 +86,23 @@ def test_without_core_filemode_the_index_mode_stands(tmp_path: Path) -> None:
     (tmp_path / "run.sh").chmod(0o755)
     (tmp_path / "run.sh").write_text("#!/bin/sh\necho changed\n")
     assert reviewed_tree(tmp_path).tree_id == written_tree(tmp_path)
+
+
+@pytest.mark.parametrize("remote, url", [
+    ("https://github.com/org/repo.git", "https://github.com/org/repo.git"),
+    ("https://x-access-token:SECRET@github.com/org/repo.git", "https://github.com/org/repo.git"),
+    ("https://gitlab-ci-token:SECRET@gitlab.example:8443/g/r.git?q=1#f", "https://gitlab.example:8443/g/r.git"),
+    ("git@github.com:org/repo.git", "ssh://git@github.com/org/repo.git"),
+    ("ssh://git@host:2222/r.git", "ssh://git@host:2222/r.git"),
+    ("ssh://u:SECRET@host/r.git", "ssh://host/r.git"),
+    ("/srv/repo.git", "file:///srv/repo.git"),
+])
+def test_a_remote_becomes_a_url_without_credentials(remote: str, url: str, tmp_path: Path) -> None:
+    assert plain_url(remote, tmp_path) == url
+
+
+def test_the_repository_is_origin_or_else_the_checkout(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    assert repository_url(tmp_path) == tmp_path.resolve().as_uri()
+    git(tmp_path, "remote", "add", "origin", "https://ci:SECRET@example.com/org/repo.git")
+    assert repository_url(tmp_path) == "https://example.com/org/repo.git"
