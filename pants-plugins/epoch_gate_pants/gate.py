@@ -170,7 +170,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
     ))
     result = report.Report(verdict, identities, merge_base, changed_set, guarded, replay_result,
-                           observations, oracle, mode="trusted" if candidate else "local")
+                           observations, oracle, mode="trusted" if gate.candidate else "local")
     files = attestation.output_files(result, witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc),
                                      root=root)
     if out_or_none is not None:
