@@ -57,19 +57,11 @@ from epoch_gate_pants.target_types import (
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
-# first, then the standard library; the sandbox's own files only for the top-level names they declare,
-# after the standard library, so the change can shadow neither (not even an optional import such as
-# `copy`'s `org.python.core`).
-BOOT = """import importlib.machinery, sys
+# first, then the standard library, and nothing of the product. The runner starts one child process for
+# the product's code (epoch_gate.child), which imports the sandbox's own files only under the top-level
+# names passed to it, after the standard library, so the change can shadow neither.
+BOOT = """import sys
 sys.path.insert(0, {runner!r})
-class SandboxFinder:
-    NAMES = frozenset({names!r})
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if path is None and name in cls.NAMES:
-            return importlib.machinery.PathFinder.find_spec(name, ["."])
-        return None
-sys.meta_path.append(SandboxFinder)
 from epoch_gate.cli import main
 sys.exit(main())
 """
@@ -153,9 +145,10 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
-        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT, names=names), "replay",
+        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
          "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
-         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses)],
+         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses), "--sandbox-names", ",".join(names),
+         "--oracle-names", ",".join(sorted(oracle))],
         dict(HERMETIC_ENV))
     result = await Get(FallibleProcessResult, Process(
         argv=argv,
