@@ -131,18 +131,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_runner(name: str) -> bool:
+    return name == "epoch_gate" or name.startswith("epoch_gate.")
+
+
 def serve(calls: list[str], sandbox: Path, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
-    # Bound once, before any product code runs: a later rebinding of these names changes nothing here.
+    # Bound once, before any product code runs: rebinding these names later changes nothing here.
     read_frame, parse_request, write, flush = stream.read_frame, stream.parse_request, channel_out.write, channel_out.flush
-    runner = tuple(snapshot(n, m) for n, m in sorted(sys.modules.items())
-                   if n == "epoch_gate" or n.startswith("epoch_gate."))
+    check_modules, is_runner = verify_modules, _is_runner
+    runner = tuple(snapshot(n, m) for n, m in sorted(sys.modules.items()) if _is_runner(n))
+    runner_names = frozenset(snap.name for snap in runner)
     loaded: dict[int, Union[Call, bytes]] = {}  # a property's call, or the error frame it answers with
 
     def verify() -> None:
-        verify_modules(runner)
+        check_modules(runner)
+        added = sorted(n for n in list(sys.modules) if is_runner(n) and n not in runner_names)
+        if added:
+            raise Tampered(f"module {added[0]} appeared among the runner's")
         for done in loaded.values():
             if isinstance(done, Call) and done.predicate is not None and done.module is not None:
-                verify_modules((done.module,))
+                check_modules((done.module,))
                 done.predicate.verify()
 
     while True:
