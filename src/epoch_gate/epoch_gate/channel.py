@@ -4,7 +4,7 @@ evaluates the previous ones, read back exactly one verdict per record, and check
 from __future__ import annotations
 
 import contextlib
-import itertools
+import fcntl
 import queue
 import subprocess
 import sys
@@ -19,20 +19,22 @@ from epoch_gate.reasons import Code
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
-# the sandbox's files only under the names it is given (epoch_gate.child.SandboxFinder).
+# the sandbox's files only under the names it is given (epoch_gate.finder).
 CHILD_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.child import main; "
               "sys.exit(main(sys.argv[2:]))")
 RUNNER_ROOT = str(Path(epoch_gate.__file__).resolve().parent.parent)
 
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module only from Python 3.10
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged process
 Batch = list[tuple[int, bytes]]  # (line number, exact record bytes)
 
 
 class ChildFailed(Exception):
-    """The child could not evaluate a property. `fatal`: nothing more it says can be believed."""
+    """The child could not evaluate a property: its reason code and why."""
 
-    def __init__(self, code: Code, detail: str, fatal: bool) -> None:
+    def __init__(self, code: Code, detail: str) -> None:
         super().__init__(detail)
-        self.code, self.detail, self.fatal = code, detail, fatal
+        self.code, self.detail = code, detail
 
 
 @dataclass(frozen=True)
@@ -46,33 +48,30 @@ class _End:
 class Channel:
     """One child for the whole replay; one `evaluate` at a time."""
 
-    def __init__(self, calls: list[str], sandbox: Path, sandbox_names: Iterable[str], child_path: Iterable[str],
-                 batch: int) -> None:
+    def __init__(self, calls: list[str], sandbox: Path, sandbox_names: Iterable[str],
+                 child_path: Iterable[str]) -> None:
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT,
                 "--sandbox-names", ",".join(sorted(set(sandbox_names)))]
         argv += [f"--call={call}" for call in calls]
         argv += [f"--child-path={folder}" for folder in child_path]
         self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._batch = batch
+        with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
+            fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._failure: Optional[ChildFailed] = None
 
     def fail(self, code: Code, detail: str) -> ChildFailed:
         """Ends the child: after a broken protocol or tampering, nothing more it says is evidence."""
-        self._failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500], True)
+        self._failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
         self._process.kill()
-        return ChildFailed(code, detail[:500], True)
+        return ChildFailed(code, detail[:500])
 
-    def _feed(self, index: int, records: Iterable[tuple[int, bytes]], sent: queue.Queue) -> None:
+    def _feed(self, index: int, batches: Iterable[Batch], sent: queue.Queue) -> None:
         """Reads ahead while the child evaluates: each batch is queued before it is written, so the reader
         always knows which request the next answer belongs to."""
         pipe = self._process.stdin
         assert pipe is not None
         try:
-            items = iter(records)
-            while True:
-                batch = list(itertools.islice(items, self._batch))
-                if not batch:
-                    break
+            for batch in batches:
                 sent.put(batch)
                 try:
                     pipe.write(stream.request(index, [record for _, record in batch]))
@@ -85,13 +84,13 @@ class Channel:
             return
         sent.put(_End())
 
-    def evaluate(self, index: int, records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[Batch, list[bytes]]]:
-        """Yields each batch with its verdict lines, exactly one per record, in order. Raises ChildFailed,
-        or what reading the records raised (once every batch sent before it is answered)."""
+    def evaluate(self, index: int, batches: Iterable[Batch]) -> Iterator[tuple[Batch, list[bytes]]]:
+        """Yields each (non-empty) batch with its verdict lines, exactly one per record, in order. Raises
+        ChildFailed, or what reading the batches raised (once every batch sent before it is answered)."""
         if self._failure is not None:
             raise self._failure
         sent: queue.Queue[Union[Batch, _End]] = queue.Queue()
-        feeder = threading.Thread(target=self._feed, args=(index, records, sent), daemon=True)
+        feeder = threading.Thread(target=self._feed, args=(index, batches, sent), daemon=True)
         feeder.start()
         refused: Optional[ChildFailed] = None
         done = False
@@ -141,7 +140,7 @@ class Channel:
         except stream.ProtocolError as exc:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
         if code == Code.PREDICATE_ERROR.value:
-            return ChildFailed(Code.PREDICATE_ERROR, detail[:500], False)
+            return ChildFailed(Code.PREDICATE_ERROR, detail[:500])  # that property only: the child goes on
         if code == Code.PREDICATE_REPLACED.value:
             raise self.fail(Code.PREDICATE_REPLACED, detail)
         raise self.fail(Code.RUNNER_PROTOCOL, f"the child sent an unexpected code {code[:80]}")

@@ -58,18 +58,19 @@ def _raised(what: str, exc: Exception) -> bytes:
 
 def judge_predicate(function: Callable[[object], object], records: list[bytes]) -> list[bytes]:
     """predicate(record): exactly True holds; False, anything else, or raising is a violation."""
-    lines = []
+    lines: list[bytes] = []
+    append, loads, held = lines.append, json.loads, stream.HELD  # locals: this loop is the replay's hot path
     for raw in records:
         try:
-            verdict = function(json.loads(raw))  # parsed afresh: a predicate may mutate its record
+            verdict = function(loads(raw))  # parsed afresh: a predicate may mutate its record
         except Exception as exc:  # noqa: BLE001 - a raising predicate is a violation, reported
-            lines.append(_raised(stream.RAISED, exc))
+            append(_raised(stream.RAISED, exc))
             continue
         if verdict is True:
-            lines.append(stream.HELD)
+            append(held)
         else:
-            lines.append(stream.violated("predicate returned False" if verdict is False
-                                         else f"predicate returned {type(verdict).__name__}, not bool"))
+            append(stream.violated("predicate returned False" if verdict is False
+                                   else f"predicate returned {type(verdict).__name__}, not bool"))
     return lines
 
 

@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
@@ -32,7 +32,7 @@ from epoch_gate.manifest import Manifest
 from epoch_gate.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError, fail
 from epoch_gate.stream import HELD, OBSERVED, VIOLATED, ProtocolError, parse_detail, parse_observed
-from epoch_gate.world import records, world_sha256
+from epoch_gate.world import record_batches, world_sha256
 
 OUTCOMES = ("pass", "fail", "flake", "error")
 SUMMARY = "replay.json"
@@ -116,39 +116,44 @@ def _held(verdict: bytes, witness: bytes, judge_with: Optional[Judge]) -> tuple[
     raise ProtocolError(f"an unexpected verdict {verdict[:40]!r}")
 
 
-def _evaluate(channel: Channel, index: int, items: Iterable[tuple[int, bytes]],
-              judge_with: Optional[Judge]) -> Iterable[tuple[tuple[int, bytes], bool, str]]:
-    """((line, bytes), held, why) for every record, in order."""
-    with contextlib.closing(channel.evaluate(index, items)) as answers:
+def _evaluate(channel: Channel, index: int, batches: Iterable[Batch],
+              judge_with: Optional[Judge]) -> Iterator[tuple[Batch, Optional[list[tuple[bool, str]]]]]:
+    """Each batch with (held, why) per record, in order; None when every record held (the common case,
+    told without parsing a line)."""
+    with contextlib.closing(channel.evaluate(index, batches)) as answers:
         for batch, verdicts in answers:
             if judge_with is None and verdicts.count(HELD) == len(verdicts):
-                yield from ((item, True, "") for item in batch)  # the common case, without parsing
+                yield batch, None
                 continue
-            for item, verdict in zip(batch, verdicts):
-                try:
-                    held, detail = _held(verdict, item[1], judge_with)
-                except ProtocolError as exc:
-                    raise channel.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
-                yield item, held, detail
+            try:
+                yield batch, [_held(verdict, witness, judge_with) for (_, witness), verdict in zip(batch, verdicts)]
+            except ProtocolError as exc:
+                raise channel.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
 
 
-def _scan(channel: Channel, index: int, prop: Property, world: Path,
-          judge_with: Optional[Judge]) -> tuple[int, list[_Violation], list[bool]]:
+def _scan(channel: Channel, index: int, prop: Property, world: Path, judge_with: Optional[Judge],
+          size: int) -> tuple[int, list[_Violation], list[bool]]:
     """(records evaluated, the violations, whether each held on its rerun)."""
     count = 0
     violations: list[_Violation] = []
-    for (line, witness), held, detail in _evaluate(channel, index, records(world, prop.bound), judge_with):
-        count += 1
-        if not held:
-            violations.append(_Violation(count, line, witness, detail))
+    for batch, results in _evaluate(channel, index, record_batches(world, prop.bound, size), judge_with):
+        if results is not None:
+            violations.extend(_Violation(count + offset, line, witness, detail)
+                              for offset, ((line, witness), (held, detail)) in enumerate(zip(batch, results), 1)
+                              if not held)
+        count += len(batch)
     if not violations:
         return count, [], []
+    reruns: list[bool] = []
     rerun: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
-    return count, violations, [held for _, held, _ in _evaluate(channel, index, rerun, judge_with)]
+    for batch, results in _evaluate(channel, index, (rerun[i:i + size] for i in range(0, len(rerun), size)),
+                                    judge_with):
+        reruns.extend([True] * len(batch) if results is None else [held for held, _ in results])
+    return count, violations, reruns
 
 
 def replay_property(channel: Channel, index: int, prop: Property, world: Path, epoch_id: str, out: Path,
-                    max_witnesses: int) -> PropertyOutcome:
+                    max_witnesses: int, batch: int) -> PropertyOutcome:
     def error(code: Code, detail: str, count: int = 0) -> PropertyOutcome:
         return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
 
@@ -157,7 +162,7 @@ def replay_property(channel: Channel, index: int, prop: Property, world: Path, e
     except Exception as exc:  # noqa: BLE001 - a judge that cannot load (say, it imports product code)
         return error(Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
     try:
-        count, violations, reruns = _scan(channel, index, prop, world, judge_with)
+        count, violations, reruns = _scan(channel, index, prop, world, judge_with, batch)
     except ChildFailed as failed:
         return error(failed.code, failed.detail)
     except EvidenceError as failed:
@@ -197,10 +202,10 @@ def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Chi
     (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
     digest = world_sha256(world)
     channel = Channel(_calls(manifest.properties), child.sandbox, (*child.sandbox_names, *child.oracle_names),
-                      child.child_path, child.batch)
+                      child.child_path)
     try:
         with oracle_imports(child.sandbox, child.oracle_names):
-            outcomes = [replay_property(channel, index, prop, world, epoch_id, out, max_witnesses)
+            outcomes = [replay_property(channel, index, prop, world, epoch_id, out, max_witnesses, child.batch)
                         for index, prop in enumerate(manifest.properties)]
     except BaseException:
         channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
