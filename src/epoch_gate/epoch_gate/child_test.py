@@ -186,3 +186,18 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
     assert done.stdout.startswith("fail  positive (first failed at record 7 of 20 payments records; 1 failed)")
     summary = json.loads((tmp_path / "out" / "replay.json").read_text())
     assert summary["properties"][0]["outcome"] == "fail"
+
+
+def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) -> None:
+    """A third-party folder serves the product; a predicate module served from one is not the oracle's."""
+    world = sandbox(tmp_path, POSITIVE, "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n")
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    (vendor / "split_vendor.py").write_text("def amount(record):\n    return abs(record['amount'])\n")
+    (vendor / "split_elsewhere.py").write_text("def positive(record):\n    return True\n")
+    props = (prop("positive"), Property("zz_elsewhere", "payments", "split_elsewhere:positive", "e."))
+    child = replay.Child(world.parent / "sandbox", ("split_app",), (str(vendor),), (ORACLE,))
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", epoch_id="e1", child=child)
+    outcomes = {p.name: p for p in result.properties}
+    assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)
+    assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-replaced")
