@@ -4,6 +4,7 @@ parent streams to it and answers one verdict per record (the protocol is in `epo
 Started as `python -I -B -S -c CHILD_BOOT RUNNER_ROOT --call ... ` with the sandbox as its cwd. Before
 importing anything of the product it moves the protocol onto private file descriptors and points fd 1 at
 stderr (a product that prints breaks nothing) and fd 0 at /dev/null. It writes no file and gets no --out.
+Before and after each batch it checks that its protected code is what it loaded (`epoch_gate.integrity`).
 """
 
 from __future__ import annotations
