@@ -43,8 +43,8 @@ def realistic(record):
 
 
 def order(rng: random.Random, number: int) -> dict[str, object]:
-    lines = [{"sku": f"sku-{rng.randrange(10_000)}", "qty": rng.randrange(1, 5), "unit_minor": rng.randrange(100, 10_000)}
-             for _ in range(rng.randrange(1, 4))]
+    lines = [{"sku": f"sku-{rng.randrange(10_000)}", "qty": rng.randrange(1, 5),
+              "unit_minor": rng.randrange(100, 10_000)} for _ in range(rng.randrange(1, 4))]
     subtotal = sum(line["qty"] * line["unit_minor"] for line in lines)  # type: ignore[operator]
     discount = rng.choice([0, 0, 500, subtotal // 10])
     taxable = subtotal - min(discount, subtotal)
@@ -68,7 +68,8 @@ def in_process(world: Path, predicate: Callable[[dict], object]) -> int:
 
 def split(world: Path, sandbox: Path, out: Path, name: str) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
-    result = replay.run(manifest, world, out, epoch_id="bench", child=replay.Child(sandbox, oracle_names=("bench_preds",)))
+    child = replay.Child(sandbox, oracle_names=("bench_preds",))
+    result = replay.run(manifest, world, out, epoch_id="bench", child=child)
     (outcome,) = result.properties
     assert outcome.outcome == "pass", outcome
     return outcome.records

@@ -139,7 +139,8 @@ def _is_runner(name: str) -> bool:
 
 def serve(calls: list[str], sandbox: Path, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
     # Bound once, before any product code runs: rebinding these names later changes nothing here.
-    read_frame, parse_request, write, flush = stream.read_frame, stream.parse_request, channel_out.write, channel_out.flush
+    read_frame, parse_request = stream.read_frame, stream.parse_request
+    write, flush = channel_out.write, channel_out.flush
     check_modules, is_runner = verify_modules, _is_runner
     runner = tuple(snapshot(n, m) for n, m in sorted(sys.modules.items()) if _is_runner(n))
     runner_names = frozenset(snap.name for snap in runner)

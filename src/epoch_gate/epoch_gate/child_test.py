@@ -120,7 +120,8 @@ def amount(record):
 """
 
 
-FORGED = "import struct\nverdicts = b'\\n'.join([b'1'] * 8)\nchannel_write(struct.pack('>cI', b'V', len(verdicts)) + verdicts)\n"
+FORGED = ("import struct\nverdicts = b'\\n'.join([b'1'] * 8)\n"
+          "channel_write(struct.pack('>cI', b'V', len(verdicts)) + verdicts)\n")
 
 
 @pytest.mark.parametrize("when", ["channel_write(b'1')\n",  # amid the answers: a broken frame
@@ -190,7 +191,8 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
 
 def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) -> None:
     """A third-party folder serves the product; a predicate module served from one is not the oracle's."""
-    world = sandbox(tmp_path, POSITIVE, "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n")
+    world = sandbox(tmp_path, POSITIVE,
+                    "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n")
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "split_vendor.py").write_text("def amount(record):\n    return abs(record['amount'])\n")

@@ -41,7 +41,8 @@ def verify_modules(snapshots: tuple[Snapshot, ...]) -> None:
             raise Tampered(f"module {snap.name} was replaced in sys.modules")
         namespace = vars(snap.module)
         for key, value, code in snap.members:
-            if namespace.get(key) is not value or (code is not None and value.__code__ is not code):  # type: ignore[attr-defined]
+            swapped = code is not None and value.__code__ is not code  # type: ignore[attr-defined]
+            if namespace.get(key) is not value or swapped:
                 raise Tampered(f"{snap.name}.{key} was replaced")
 
 
