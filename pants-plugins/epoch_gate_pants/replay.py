@@ -44,6 +44,7 @@ from epoch_gate.isolation import TOOLS_DIR
 from epoch_gate.modules import shadowing, top_level, unowned_predicates
 from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
+from epoch_gate.requirements import UNPACKED
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
@@ -62,20 +63,11 @@ REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
 REQUIREMENTS_DIR = "__requirements"
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
-# first, then the standard library; the sandbox's own files only for the top-level names they declare,
-# after the standard library, so the change can shadow neither (not even an optional import such as
-# `copy`'s `org.python.core`).
-BOOT = """import importlib.machinery, sys
+# first, then the standard library, and nothing of the product. The runner starts one child process for
+# the product's code (epoch_gate.child), which imports the sandbox's own files only under the top-level
+# names passed to it, after the standard library, so the change can shadow neither.
+BOOT = """import sys
 sys.path.insert(0, {runner!r})
-class SandboxFinder:
-    NAMES = frozenset({names!r})
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if path is None and name in cls.NAMES:
-            return importlib.machinery.PathFinder.find_spec(name, ["."])
-        return None
-sys.meta_path.append(SandboxFinder)
-sys.path.extend({requirements!r})
 from epoch_gate.cli import main
 sys.exit(main())
 """
@@ -166,7 +158,8 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
             request.candidate, oracle_digest, tuple(sorted(oracle_placed.items()))))
         placed = {**oracle_placed, **dict(reached.places)}
         code_digest = reached.stripped
-    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, TOOLS_DIR)
+    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
+                TOOLS_DIR)
     refusals = (*shadowing(placed, reserved, oracle),
                 *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
     if refusals:
@@ -206,9 +199,11 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
-        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT, names=names, requirements=list(requirement_paths)), "replay",
+        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
          "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
-         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses)],
+         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses), "--sandbox-names", ",".join(names),
+         "--oracle-names", ",".join(sorted(oracle)),
+         *(f"--child-path={path}" for path in requirement_paths)],
         dict(HERMETIC_ENV))
     result = await Get(FallibleProcessResult, Process(
         argv=argv,

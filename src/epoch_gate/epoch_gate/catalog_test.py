@@ -92,3 +92,13 @@ def test_issue_catalog_inside_pants_like_limits_is_malformed_not_a_crash() -> No
     done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.decode().split() == ["artifact-malformed", "nesting", "depth", "<=", str(MAX_DEPTH)]
+
+
+def test_a_probe_is_optional_and_only_written_when_set() -> None:
+    text = CATALOG + "  - {name: q, bound: b, predicate: 'checks.mod:q', description: Q., probe: 'app.api:total'}\n"
+    catalog = parse_catalog(text.encode(), "c.yaml")
+    assert [p.probe for p in catalog.properties] == ["", "", "", "app.api:total"]
+    assert "probe" not in catalog.properties[0].to_json()  # so a manifest without probes keeps its digest
+    assert catalog.properties[3].to_json()["probe"] == "app.api:total"
+    with pytest.raises(EvidenceError, match="property probe is not valid"):
+        parse_catalog((CATALOG + "    probe: not a spec\n").encode(), "c.yaml")

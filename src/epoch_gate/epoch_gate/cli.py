@@ -92,16 +92,25 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(sorted({name for name in text.split(",") if name}))
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from epoch_gate import replay
     from epoch_gate.manifest import load_manifest
     from epoch_gate.reasons import EvidenceError
+    from epoch_gate.requirements import UNPACKED, unpacked
     from epoch_gate.text import printable
 
-    sys.path[:0] = args.path
+    # Nothing of the product is importable here: it runs in the child (epoch_gate.child), the sandbox is
+    # the cwd, and only the judges of probe properties import from it, under the oracle's names.
+    # Zipped wheels (a packed PEX's .deps) are unpacked first: extension modules cannot import from a zip.
+    child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))
+    child = replay.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names))
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
-        result = replay.run(manifest, Path(args.world), Path(args.out), epoch_id=args.epoch_id,
+        result = replay.run(manifest, Path(args.world), Path(args.out), epoch_id=args.epoch_id, child=child,
                             max_witnesses=args.max_witnesses)
     except EvidenceError as error:
         return _print_reason_error(error)
@@ -305,7 +314,13 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--epoch-id", required=True)
     rep.add_argument("--out", required=True)
     rep.add_argument("--max-witnesses", type=int, default=1)
-    rep.add_argument("--path", action="append", default=[], help="a folder to import predicates from")
+    rep.add_argument("--sandbox-names", default="",
+                     help="comma-separated top-level names the child may import from the cwd (the product)")
+    rep.add_argument("--oracle-names", default="",
+                     help="comma-separated top-level names of the predicates' packages: the child imports "
+                          "them from the cwd, and the judges of probe properties may import only them")
+    rep.add_argument("--child-path", action="append", default=[],
+                     help="a folder on the child's import path after the standard library (repeatable)")
     rep.set_defaults(run=cmd_replay)
 
     chk = sub.add_parser("check", help="compute the verdict (exit 0 eligible, 1 closed, 2 hold)")

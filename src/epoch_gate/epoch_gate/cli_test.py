@@ -49,7 +49,7 @@ def pinned_sampled_replayed(project: Path) -> None:
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
     sys.modules.pop("cli_preds", None)
     assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
-                 "--out", "out", "--path", str(project)]) == 0
+                 "--out", "out", "--oracle-names", "cli_preds"]) == 0
     (project / "changed.txt").write_text("src/app.py\n")
 
 

@@ -11,7 +11,8 @@ from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
 from epoch_gate.observations import Observation
 from epoch_gate.reasons import Code, Reason, Severity
-from epoch_gate.replay import RAISED, ReplayResult
+from epoch_gate.replay import ReplayResult
+from epoch_gate.stream import RAISED
 
 
 class Label(enum.Enum):
@@ -67,6 +68,9 @@ class Evidence:
     findings: tuple[Reason, ...] = ()
     witness_paths: dict[str, str] = field(default_factory=dict)
     expected: Optional[Expected] = None  # None: the manifest or the world could not be read
+
+
+_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.PREDICATE_REPLACED)}
 
 
 def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
@@ -176,7 +180,8 @@ def decide(evidence: Evidence) -> Verdict:
                                   message="the replay ran for another epoch or manifest"))
         for outcome in replay.properties:
             if outcome.outcome == "error":
-                code = Code.BOUND_MISSING if outcome.error_code == Code.BOUND_MISSING.value else Code.PREDICATE_ERROR
+                # Only these codes pass through: a summary naming a hold code must not soften an error.
+                code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
                 reasons.append(Reason(code, outcome.name, "an evaluated property", "error",
                                       f"{outcome.name}: {outcome.detail}"))
             for oid in outcome.observation_ids:

@@ -59,6 +59,19 @@ def codes(ev: Evidence) -> list[Code]:
     return [r.code for r in decide(ev).reasons]
 
 
+@pytest.mark.parametrize("code", [Code.RUNNER_PROTOCOL, Code.PREDICATE_REPLACED, Code.BOUND_MISSING])
+def test_a_replay_error_closes_with_its_own_code(code: Code) -> None:
+    errored = PropertyOutcome("p", "orders", 0, "error", (), "the child failed", code.value)
+    verdict = decide(evidence(replay=replay(errored)))
+    assert verdict.label is Label.CLOSED and [r.code for r in verdict.reasons] == [code]
+
+
+def test_a_replay_error_naming_a_hold_code_still_closes() -> None:
+    errored = PropertyOutcome("p", "orders", 0, "error", (), "softened?", Code.FLAKE_FROZEN.value)
+    verdict = decide(evidence(replay=replay(errored)))
+    assert verdict.label is Label.CLOSED and [r.code for r in verdict.reasons] == [Code.PREDICATE_ERROR]
+
+
 def test_eligible_when_identities_agree_and_nothing_failed() -> None:
     verdict = decide(evidence())
     assert verdict.label is Label.ELIGIBLE and verdict.reasons == ()

@@ -43,6 +43,8 @@ class Code(enum.Enum):
     PREDICATE_ERROR = "predicate-error"
     REPLAY_FAILED = "replay-failed"
     REPLAY_INCOMPLETE = "replay-incomplete"
+    RUNNER_PROTOCOL = "runner-protocol"  # the replay's child broke the protocol, ended early, or said too much
+    PREDICATE_REPLACED = "predicate-replaced"  # the child caught protected code replaced or patched
     MODULE_SHADOWED = "module-shadowed"
     PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"

@@ -1,35 +1,43 @@
-"""The replay runner: evaluates each sampled predicate over every record of its bound.
+"""The replay runner's parent: evaluates each sampled property over every record of its bound, with the
+product's code in a child process it never shares (`epoch_gate.child`).
 
-A violation is rerun once on the same bytes: failing twice is a `fail`, passing the rerun a `flake`.
-Every record of a bound is evaluated: a flake never hides a later failure, and the record count is
-evidence the gate checks against the world. It imports nothing beyond the standard library, so it runs
-in a bare sandboxed interpreter.
+The parent reads the world itself, streams each bound's records to the child in batches and takes back
+exactly one verdict per record (`epoch_gate.stream`); it keeps its own copy of every record's bytes and
+writes the witnesses, the observations and replay.json from those, never from what the child says. A
+child that breaks the protocol, ends early, or catches product code tampering with protected code makes
+the property an `error` (`runner-protocol`, `predicate-replaced`), and so does anything extra on the
+channel after the last answer, for every property.
+
+A violation is rerun once on the same bytes, after its property's scan: violated twice is a `fail`,
+holding on the rerun a `flake`. Every record of a bound is evaluated: a flake never hides a later
+failure, and the record count is evidence the gate checks against the world. Stdlib only, so it runs in
+a bare sandboxed interpreter.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
+import contextlib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Iterable, Iterator, Optional
 
 from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
 from epoch_gate.catalog import Property
+from epoch_gate.channel import Batch, Channel, ChildFailed
 from epoch_gate.hashing import canonical_json
+from epoch_gate.judges import Judge, judge, load_judge, oracle_imports
 from epoch_gate.manifest import Manifest
 from epoch_gate.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError, fail
-from epoch_gate.world import records, world_sha256
+from epoch_gate.stream import HELD, OBSERVED, VIOLATED, ProtocolError, parse_detail, parse_observed
+from epoch_gate.world import record_batches, world_sha256
 
 OUTCOMES = ("pass", "fail", "flake", "error")
 SUMMARY = "replay.json"
 OBSERVATIONS = "observations"
-RAISED = "predicate raised "
 SCHEMA = 2
-
-Predicate = Callable[[dict], object]
 
 
 @dataclass(frozen=True)
@@ -42,12 +50,15 @@ class PropertyOutcome:
     detail: str
     error_code: str = ""  # a reasons.Code value when outcome is "error"
     failures: int = 0  # records that failed twice; only `max_witnesses` of them are saved as witnesses
+    first_failure: int = 0  # the first of them, counted from 1 among the bound's records; 0: none
 
     def summary(self) -> str:
-        """One line for people: how many records held or failed (a count of records read alone looks like
-        a count of failures)."""
+        """One line for people: a count of records alone would read as a count of failures."""
         if self.outcome == "pass":
             return f"pass  {self.name} (all {self.records} {self.bound} records)"
+        if self.outcome == "fail" and self.first_failure:
+            return (f"fail  {self.name} (first failed at record {self.first_failure} of {self.records} "
+                    f"{self.bound} records; {self.failures} failed)")
         if self.outcome == "fail":
             return f"fail  {self.name} ({self.failures} of {self.records} {self.bound} records failed)"
         if self.outcome == "flake":
@@ -57,7 +68,7 @@ class PropertyOutcome:
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "bound": self.bound, "records": self.records, "outcome": self.outcome,
                 "observations": list(self.observation_ids), "detail": self.detail,
-                "error_code": self.error_code, "failures": self.failures}
+                "error_code": self.error_code, "failures": self.failures, "first_failure": self.first_failure}
 
 
 @dataclass(frozen=True)
@@ -72,66 +83,139 @@ class ReplayResult:
                 "world_sha256": self.world_sha256, "properties": [p.to_json() for p in self.properties]}
 
 
-def _load_predicate(spec: str) -> Predicate:
-    module, _, function = spec.partition(":")
-    found = getattr(importlib.import_module(module), function)
-    if not callable(found):
-        raise TypeError(f"{spec} is not callable")
-    return found
+@dataclass(frozen=True)
+class Child:
+    """Where the child runs and what it may import: the sandbox (its cwd) under `sandbox_names` and the
+    oracle's names, after the standard library, then `child_path` folders (third-party code). The
+    parent's judges import from the sandbox under `oracle_names` only."""
+
+    sandbox: Path
+    sandbox_names: tuple[str, ...] = ()
+    child_path: tuple[str, ...] = ()
+    oracle_names: tuple[str, ...] = ()
+    batch: int = 512  # records per request: few enough to overlap reading and evaluating, many per syscall
 
 
-def _holds(predicate: Predicate, witness: bytes) -> tuple[bool, str]:
-    """Parses the bytes afresh (a predicate may mutate its record) and evaluates; raising is a violation."""
+@dataclass(frozen=True)
+class _Violation:
+    index: int  # among the bound's records, from 1
+    line: int
+    witness: bytes
+    detail: str
+
+
+def _held(verdict: bytes, witness: bytes, judge_with: Optional[Judge]) -> tuple[bool, str]:
+    """A verdict line read strictly: a predicate's `1` or `!`, a probe's `=` (judged here) or `!`."""
+    tag = verdict[:1]
+    if tag == VIOLATED:
+        return False, parse_detail(verdict)
+    if judge_with is None and verdict == HELD:
+        return True, ""
+    if judge_with is not None and tag == OBSERVED:
+        return judge(judge_with, witness, parse_observed(verdict))
+    raise ProtocolError(f"an unexpected verdict {verdict[:40]!r}")
+
+
+def _evaluate(channel: Channel, index: int, batches: Iterable[Batch],
+              judge_with: Optional[Judge]) -> Iterator[tuple[Batch, Optional[list[tuple[bool, str]]]]]:
+    """Each batch with (held, why) per record, in order; None when every record held (the common case,
+    told without parsing a line)."""
+    with contextlib.closing(channel.evaluate(index, batches)) as answers:
+        for batch, verdicts in answers:
+            if judge_with is None and verdicts.count(HELD) == len(verdicts):
+                yield batch, None
+                continue
+            try:
+                yield batch, [_held(verdict, witness, judge_with) for (_, witness), verdict in zip(batch, verdicts)]
+            except ProtocolError as exc:
+                raise channel.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
+
+
+def _scan(channel: Channel, index: int, prop: Property, world: Path, judge_with: Optional[Judge],
+          size: int) -> tuple[int, list[_Violation], list[bool]]:
+    """(records evaluated, the violations, whether each held on its rerun)."""
+    count = 0
+    violations: list[_Violation] = []
+    for batch, results in _evaluate(channel, index, record_batches(world, prop.bound, size), judge_with):
+        if results is not None:
+            violations.extend(_Violation(count + offset, line, witness, detail)
+                              for offset, ((line, witness), (held, detail)) in enumerate(zip(batch, results), 1)
+                              if not held)
+        count += len(batch)
+    if not violations:
+        return count, [], []
+    reruns: list[bool] = []
+    rerun: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
+    for batch, results in _evaluate(channel, index, (rerun[i:i + size] for i in range(0, len(rerun), size)),
+                                    judge_with):
+        reruns.extend([True] * len(batch) if results is None else [held for held, _ in results])
+    return count, violations, reruns
+
+
+def replay_property(channel: Channel, index: int, prop: Property, world: Path, epoch_id: str, out: Path,
+                    max_witnesses: int, batch: int) -> PropertyOutcome:
+    def error(code: Code, detail: str, count: int = 0) -> PropertyOutcome:
+        return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
+
     try:
-        verdict = predicate(json.loads(witness))
-    except Exception as exc:  # noqa: BLE001 - a raising predicate is a failure, reported, not a crash
-        return False, f"{RAISED}{type(exc).__name__}: {exc}"[:500]
-    if not isinstance(verdict, bool):
-        return False, f"predicate returned {type(verdict).__name__}, not bool"
-    return verdict, "" if verdict else "predicate returned False"
-
-
-def replay_property(prop: Property, world: Path, epoch_id: str, out: Path,
-                    max_witnesses: int) -> PropertyOutcome:
+        judge_with = load_judge(prop.predicate) if prop.probe else None
+    except Exception as exc:  # noqa: BLE001 - a judge that cannot load (say, it imports product code)
+        return error(Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
     try:
-        predicate = _load_predicate(prop.predicate)
-    except Exception as exc:  # noqa: BLE001
-        return PropertyOutcome(prop.name, prop.bound, 0, "error", (),
-                               f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}"[:500],
-                               Code.PREDICATE_ERROR.value)
-    count = failures = 0
+        count, violations, reruns = _scan(channel, index, prop, world, judge_with, batch)
+    except ChildFailed as failed:
+        return error(failed.code, failed.detail)
+    except EvidenceError as failed:
+        return error(failed.reason.code, failed.reason.message)
+    if count == 0:
+        return error(Code.BOUND_MISSING, f"bound {prop.bound} has no records")
+    failures = first_failure = 0
     observed: list[Observation] = []
     try:
-        for line, witness in records(world, prop.bound):
-            count += 1
-            held, detail = _holds(predicate, witness)
-            if held:
-                continue
-            rerun_held, _ = _holds(predicate, witness)
-            failures += not rerun_held
-            if not rerun_held and failures > max_witnesses:
-                continue  # counted; the saved witnesses already show that it fails
+        for violation, rerun_held in zip(violations, reruns):
+            if not rerun_held:
+                failures += 1
+                first_failure = first_failure or violation.index
+                if failures > max_witnesses:
+                    continue  # counted; the saved witnesses already show that it fails
             observation = make_observation(
                 epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
-                rerun_passed=rerun_held, witness=witness, bound=prop.bound, line=line, detail=detail)
-            write_observation(out / OBSERVATIONS, observation, witness)
+                rerun_passed=rerun_held, witness=violation.witness, bound=prop.bound, line=violation.line,
+                detail=violation.detail)
+            write_observation(out / OBSERVATIONS, observation, violation.witness)
             observed.append(observation)
-    except EvidenceError as error:
-        return PropertyOutcome(prop.name, prop.bound, count, "error", (), error.reason.message,
-                               error.reason.code.value)
-    if count == 0:
-        return PropertyOutcome(prop.name, prop.bound, 0, "error", (), f"bound {prop.bound} has no records",
-                               Code.BOUND_MISSING.value)
+    except EvidenceError as failed:
+        return error(failed.reason.code, failed.reason.message, count)
     outcome = "fail" if failures else "flake" if observed else "pass"
     first = next((o for o in observed if o.status == "fail"), observed[0] if observed else None)
     return PropertyOutcome(prop.name, prop.bound, count, outcome, tuple(o.id for o in observed),
-                           first.detail if first else "", failures=failures)
+                           first.detail if first else "", failures=failures, first_failure=first_failure)
 
 
-def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, max_witnesses: int = 1) -> ReplayResult:
+def _calls(properties: Iterable[Property]) -> list[str]:
+    """What the child runs per property: the probe when there is one, else the predicate."""
+    return [f"probe={p.probe}" if p.probe else f"predicate={p.predicate}" for p in properties]
+
+
+def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Child,
+        max_witnesses: int = 1) -> ReplayResult:
     (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
-    result = ReplayResult(epoch_id, manifest.manifest_sha256, world_sha256(world), tuple(
-        replay_property(prop, world, epoch_id, out, max_witnesses) for prop in manifest.properties))
+    digest = world_sha256(world)
+    channel = Channel(_calls(manifest.properties), child.sandbox, (*child.sandbox_names, *child.oracle_names),
+                      child.child_path)
+    try:
+        with oracle_imports(child.sandbox, child.oracle_names):
+            outcomes = [replay_property(channel, index, prop, world, epoch_id, out, max_witnesses, child.batch)
+                        for index, prop in enumerate(manifest.properties)]
+    except BaseException:
+        channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
+        channel.close()
+        raise
+    ended = channel.close()
+    if ended is not None:  # the channel carried more than the child's answers: none of them is evidence
+        outcomes = [o if o.outcome == "error" else dataclasses.replace(
+            o, outcome="error", detail=ended.detail, error_code=ended.code.value) for o in outcomes]
+    result = ReplayResult(epoch_id, manifest.manifest_sha256, digest, tuple(outcomes))
     replace_file(out / SUMMARY, canonical_json(result.to_json()) + b"\n")
     return result
 
@@ -147,13 +231,13 @@ def parse_result(data: bytes, path: str) -> ReplayResult:
     for index, item in enumerate(raw["properties"]):
         entry = strictjson.require_object(item, f"{path}#properties[{index}]", {
             "name": str, "bound": str, "records": int, "outcome": str, "observations": list, "detail": str,
-            "error_code": str, "failures": int})
+            "error_code": str, "failures": int}, optional={"first_failure": int})
         if entry["outcome"] not in OUTCOMES or not all(isinstance(i, str) for i in entry["observations"]):
             raise fail(Code.ARTIFACT_MALFORMED, path, f"property {index} has an unknown outcome",
                        expected="/".join(OUTCOMES), found=str(entry["outcome"])[:80])
         outcomes.append(PropertyOutcome(entry["name"], entry["bound"], entry["records"], entry["outcome"],
                                         tuple(entry["observations"]), entry["detail"], entry["error_code"],
-                                        entry["failures"]))
+                                        entry["failures"], entry.get("first_failure", 0)))
     return ReplayResult(raw["epoch_id"], raw["manifest_sha256"], raw["world_sha256"], tuple(outcomes))
 
 

@@ -36,11 +36,9 @@ def not_bool(record):
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def world(tmp_path: Path) -> Path:
     (tmp_path / "preds").mkdir()
     (tmp_path / "preds" / "replay_preds.py").write_text(PREDICATES)
-    monkeypatch.syspath_prepend(str(tmp_path / "preds"))
-    sys.modules.pop("replay_preds", None)
     world = tmp_path / "world"
     world.mkdir()
     lines = [json.dumps({"id": i, "amount": -5 if i == 3 else i}, separators=(",", ":")) for i in range(10)]
@@ -51,7 +49,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def run(world: Path, out: Path, *names: str) -> replay.ReplayResult:
     props = tuple(Property(n, "payments", f"replay_preds:{n}", f"{n}.") for n in names)
     manifest = sample(Catalog(props), 1, len(props))
-    return replay.run(manifest, world, out, epoch_id="e1")
+    return replay.run(manifest, world, out, epoch_id="e1", child=child(world))
+
+
+def child(world: Path, *names: str) -> replay.Child:
+    """The sandbox beside the world: the predicates (the oracle) and, under `names`, the product."""
+    return replay.Child(world.parent / "preds", names, oracle_names=("replay_preds", "mask_preds"))
 
 
 def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
@@ -82,7 +85,7 @@ def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -
 def test_missing_bound_and_missing_predicate_are_errors(world: Path, tmp_path: Path) -> None:
     props = (Property("a", "orders", "replay_preds:positive", "a."),
              Property("b", "payments", "replay_preds:absent", "b."))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", epoch_id="e1")
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", epoch_id="e1", child=child(world))
     by_name = {p.name: p for p in result.properties}
     assert by_name["a"].outcome == "error" and by_name["a"].error_code == "bound-missing"
     assert by_name["b"].outcome == "error" and by_name["b"].error_code == "predicate-error"
@@ -98,8 +101,7 @@ def test_replay_is_deterministic_and_never_rewrites_evidence(world: Path, tmp_pa
     assert not [n for n in os.listdir(out / "observations") if n.startswith(".")]
 
 
-def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Path) -> None:
     # Record 1 flakes (fails once, passes its rerun); records 5 and 8 fail for real. With one witness
     # allowed, the failure must still be found, and the flake still reported.
     (tmp_path / "preds").mkdir()
@@ -110,13 +112,12 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
         "        SEEN.add(record['id'])\n"
         "        return False\n"
         "    return record['id'] not in (5, 8)\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "preds"))
-    sys.modules.pop("mask_preds", None)
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_text("".join(f'{{"id":{i}}}\n' for i in range(10)))
     props = (Property("masked", "payments", "mask_preds:masked", "m."),)
-    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", epoch_id="e1", max_witnesses=1)
+    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", epoch_id="e1", child=child(world),
+                        max_witnesses=1)
     (outcome,) = result.properties
     assert (outcome.outcome, outcome.records, outcome.failures) == ("fail", 10, 2)
     observations, _ = load_observations(tmp_path / "out" / "observations", "obs", "replay")

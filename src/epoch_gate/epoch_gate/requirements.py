@@ -11,6 +11,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterable
 
+UNPACKED = "__requirements_unpacked"  # beside the replay's output folder, never inside it
+
 
 def unpacked(paths: Iterable[str], into: Path) -> list[str]:
     """The import path entries for `paths`: a zip is unpacked under `into`, a folder is used as it is."""

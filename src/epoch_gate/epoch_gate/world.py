@@ -30,6 +30,29 @@ def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
                 yield number, line
 
 
+def record_batches(world: Path, bound: str, size: int) -> Iterator[list[tuple[int, bytes]]]:
+    """`records`, `size` at a time, read in bulk: the replay's parent streams a world of millions."""
+    path = bound_path(world, bound)
+    if path.is_symlink() or not path.is_file():
+        raise fail(Code.BOUND_MISSING, f"{bound}{SUFFIX}", f"the fixture world has no records for {bound}",
+                   expected=f"{bound}{SUFFIX} in the world", found="missing")
+    pending: list[tuple[int, bytes]] = []
+    number, tail = 0, b""
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()  # the part after the last newline: the start of the next line, or the last line
+            pending.extend((n, line) for n, line in enumerate(lines, number + 1) if line)
+            number += len(lines)
+            while len(pending) >= size:
+                yield pending[:size]
+                del pending[:size]
+    if tail:
+        pending.append((number + 1, tail))
+    for start in range(0, len(pending), size):
+        yield pending[start:start + size]
+
+
 def count_records(data: bytes) -> int:
     """How many records `records` yields from a bound file's bytes: its non-empty lines."""
     return sum(1 for line in data.split(b"\n") if line)

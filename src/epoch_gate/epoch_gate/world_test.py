@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from epoch_gate.hashing import canonical_json
 from epoch_gate.reasons import Code, EvidenceError
-from epoch_gate.world import world_sha256
+from epoch_gate.world import record_batches, records, world_sha256
 
 
 def test_a_world_file_name_that_is_not_utf8_is_a_reason_not_an_identity(tmp_path: Path) -> None:
@@ -21,3 +22,13 @@ def test_a_world_file_name_that_is_not_utf8_is_a_reason_not_an_identity(tmp_path
     canonical_json(caught.value.reason.to_json())
     os.remove(os.fsencode(tmp_path) + b"/\xff.jsonl")
     assert world_sha256(tmp_path) == before
+
+
+@pytest.mark.parametrize("tail", ["\n", "", "\n\n"])
+def test_record_batches_are_the_records_in_bulk(tmp_path: Path, tail: str) -> None:
+    # Over a megabyte, so lines straddle the bulk reads; blank lines are not records but keep their numbers.
+    lines = [("" if i % 1000 == 7 else json.dumps({"id": i, "pad": "x" * (i % 300)})) for i in range(9000)]
+    (tmp_path / "b.jsonl").write_text("\n".join(lines) + tail)
+    batches = list(record_batches(tmp_path, "b", 512))
+    assert [item for batch in batches for item in batch] == list(records(tmp_path, "b"))
+    assert all(len(batch) == 512 for batch in batches[:-1]) and 0 < len(batches[-1]) <= 512
