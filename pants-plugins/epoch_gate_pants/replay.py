@@ -116,8 +116,8 @@ async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
-async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup,
-                                    runner: CoreRunner, jail: Jail) -> ReplayRun:
+async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
+                                    jail: Jail, options: SampledPropertiesSubsystem) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     if suite.problem is not None or suite.fixture is None or suite.manifest is None:
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
@@ -213,6 +213,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         description=f"Replay {len(parsed.properties)} sampled properties of {request.address} "
                     f"over epoch {pin.epoch_id}",
         level=LogLevel.DEBUG,
+        timeout_seconds=options.timeout,
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
     ))
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))

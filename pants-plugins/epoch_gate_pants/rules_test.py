@@ -346,6 +346,14 @@ def test_replay_passes_and_is_reported_by_pants_test(rule_runner: RuleRunner) ->
     assert "pass  refund_le_captured (all 50 payments records)" in result.stdout
 
 
+def test_a_replay_that_never_ends_is_stopped(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"src/payments_lib.py": "while True:\n    pass\n"})  # holds CI hostage
+    configure(rule_runner, "--property-replay-timeout=3")
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is not None and run.result.exit_code != 0
+
+
 def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner, refund_ok="refunded < 50")
     run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])

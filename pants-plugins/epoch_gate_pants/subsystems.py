@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pants.engine.goal import GoalSubsystem
-from pants.option.option_types import BoolOption, EnumOption, SkipOption, StrListOption, StrOption
+from pants.option.option_types import BoolOption, EnumOption, IntOption, SkipOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import help_text
 
@@ -139,6 +139,15 @@ class GateSubsystem(GoalSubsystem):
 class SampledPropertiesSubsystem(Subsystem):
     options_scope = "property-replay"
     name = "sampled properties"
-    help = "Options for replaying sampled properties over a fixture world in `pants test`."
+    help = "Options for replaying sampled properties over a fixture world (`pants test` and `pants gate`)."
 
     skip = SkipOption("test")
+    timeout = IntOption(
+        default=1800,
+        help=help_text(
+            """
+            Seconds a suite's replay may run before Pants stops it. The replay runs the change's code,
+            which could loop forever to hold CI hostage: a stopped replay is `replay-failed`, closed.
+            """
+        ),
+    )
