@@ -350,8 +350,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--today", type=_date, default=datetime.datetime.now(datetime.timezone.utc).date())
     chk.add_argument("--report-dir", default="dist/gate")
     chk.add_argument("--mode", choices=["local", "trusted"], default="local",
-                     help="trusted: CI runs the trusted base's gate on the change as data, and the verdict is "
-                          "attested (statement.intoto.json); local (default): advisory, no statement")
+                     help="trusted: the caller vouches that this process runs the trusted base's code with the "
+                          "change as data (the CLI does not read a candidate from git itself; `pants gate "
+                          "--gate-candidate` does), and the verdict is attested (statement.intoto.json); local "
+                          "(default): advisory, no statement")
     chk.set_defaults(run=cmd_check)
 
     ann = sub.add_parser("annotations", help="print one CI annotation per reason of a report.json")
