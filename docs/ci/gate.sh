@@ -22,6 +22,12 @@ if ! git worktree add --quiet --detach "$judge" "$trusted"; then
   exit 1
 fi
 trap 'git worktree remove --force "$judge"' EXIT
+# The report is copied into ./dist/gate: in a checkout of the candidate, a committed `dist` symlink would
+# send the delete and the copy elsewhere.
+if [ -L dist ] || [ -L dist/gate ] || { [ -e dist ] && [ ! -d dist ]; }; then
+  echo "epoch_gate: dist here is not a plain folder: closed" >&2
+  exit 1
+fi
 rm -rf dist/gate # a report left from an earlier run must never stand in for this one
 # --no-pantsrc: nothing outside the trusted checkout (a ~/.pants.rc, say) configures the judge.
 (cd "$judge" && PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --gate-candidate="$candidate" ::)

@@ -6,34 +6,66 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from pants.core.util_rules.source_files import SourceFiles
-from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
-from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, PathGlobs, Snapshot
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.source.source_root import OptionalSourceRootsResult, SourceRootsRequest
 
-from epoch_gate.candidate import REGULAR_MODES, Candidate, read_blobs
+from epoch_gate.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
 from epoch_gate.closure import closure, imported
 from epoch_gate.modules import module_name, top_level
 from epoch_gate.protection import strip_root
+from epoch_gate.reasons import Code, Reason, fail
+from epoch_gate.text import from_os
+
+MAX_FILE = 64 * 1024 * 1024  # a larger file is not materialized (and refused if the suite reaches it)
+MAX_TOTAL = 512 * 1024 * 1024  # what the deciding process reads of a candidate, at most
 
 
 @dataclass(frozen=True)
 class CandidateFiles:
-    """Every regular file of the candidate in a folder that holds Python code, as git stores them."""
+    """The candidate's regular files in and below folders that hold Python code, as git stores them, and
+    the paths there that cannot be materialized as such (symlinks, submodules, names that are not UTF-8,
+    oversized files): refused when a suite reaches them."""
 
     digest: Digest
+    irregular: tuple[tuple[str, str], ...] = ()  # (path as git names it, why)
 
 
-def candidate_files(root: Path, candidate: Candidate) -> list[FileContent]:
-    """Read in the goal (git is the deciding process's own reader): symlinks and submodules are left out,
-    so nothing of the candidate can point the replay at a path outside it."""
-    regular = {path: entry for path, entry in candidate.blobs.items() if entry[0] in REGULAR_MODES}
-    python_folders = {posixpath.dirname(path) for path in regular if path.endswith(".py")}
-    wanted = {path: oid for path, (_, oid) in regular.items() if posixpath.dirname(path) in python_folders}
+def _below_python(path: str, python_folders: set[str]) -> bool:
+    folder = posixpath.dirname(path)
+    while True:
+        if folder in python_folders:
+            return True
+        if not folder:
+            return False
+        folder = posixpath.dirname(folder)
+
+
+def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent], list[tuple[str, str]]]:
+    """Read in the goal (git is the deciding process's own reader), as bytes and nothing else."""
+    python_folders = {posixpath.dirname(path) for path in candidate.entries if path.endswith(".py")}
+    inside = {path: entry for path, entry in candidate.entries.items() if _below_python(path, python_folders)}
+    irregular = []
+    for path, (mode, _) in sorted(inside.items()):
+        if mode not in REGULAR_MODES:
+            irregular.append((path, "a symlink" if mode == "120000" else f"git mode {mode}"))
+        elif from_os(path) != path:
+            irregular.append((path, "a name that is not UTF-8"))
+        elif any(c in path for c in "*?[]{}!\\"):  # Pants would read such a path as a glob somewhere
+            irregular.append((path, "a name with glob characters"))
+    sizes = blob_sizes(root, (oid for path, (mode, oid) in inside.items() if mode in REGULAR_MODES))
+    irregular += [(path, f"{sizes[oid]} bytes") for path, (mode, oid) in sorted(inside.items())
+                  if sizes.get(oid, 0) > MAX_FILE]
+    refused = {path for path, _ in irregular}
+    wanted = {path: oid for path, (_, oid) in inside.items() if path not in refused}
+    total = sum(sizes.get(oid, 0) for oid in set(wanted.values()))
+    if total > MAX_TOTAL:
+        raise fail(Code.ARTIFACT_MALFORMED, ".", "the candidate's Python folders are too large to read",
+                   expected=f"at most {MAX_TOTAL} bytes", found=f"{total} bytes")
     blobs = read_blobs(root, wanted.values())
-    return [FileContent(path, blobs[oid], is_executable=regular[path][0] == "100755")
-            for path, oid in sorted(wanted.items())]
+    files = [FileContent(path, blobs[oid], is_executable=inside[path][0] == "100755")
+             for path, oid in sorted(wanted.items())]
+    return files, [(from_os(path), why) for path, why in irregular]
 
 
 @dataclass(frozen=True)
@@ -41,45 +73,55 @@ class CandidateClosureRequest:
     candidate: CandidateFiles
     oracle: Digest  # the trusted oracle package's files (repository paths), where the imports start
     oracle_places: tuple[tuple[str, str], ...]  # (repository path, sandbox path) of each oracle file
+    probes: tuple[str, ...] = ()  # probe modules: product code the child imports by name
 
 
 @dataclass(frozen=True)
 class CandidateClosure:
-    places: tuple[tuple[str, str], ...]  # (candidate path, sandbox path) of every file the suite reaches
+    places: tuple[tuple[str, str], ...]  # (candidate path, sandbox path) of every file shipped
     stripped: Digest  # those files at their sandbox paths
+    refusals: tuple[Reason, ...] = ()  # a reached package holding what cannot be shipped as it is
 
 
 @rule(desc="Find the candidate's files a suite imports")
 async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosure:
-    snapshot = await Get(Snapshot, Digest, request.candidate.digest)
-    oracle = await Get(DigestContents, Digest, request.oracle)
-    roots = await Get(OptionalSourceRootsResult, SourceRootsRequest.for_files(snapshot.files))
+    contents, oracle = await MultiGet(Get(DigestContents, Digest, request.candidate.digest),
+                                      Get(DigestContents, Digest, request.oracle))
+    irregular = dict(request.candidate.irregular)
+    paths = [c.path for c in contents] + list(irregular)
+    roots = await Get(OptionalSourceRootsResult, SourceRootsRequest.for_files(paths))
     places: dict[str, str] = {}
-    for path in snapshot.files:
+    for path in paths:
         found = roots.path_to_optional_root[PurePath(path)].source_root
         if found is not None:
             places[path] = strip_root(path, [found.path])[1]
     # The oracle's packages are the trusted checkout's: the candidate's copy of them is not the oracle.
     oracle_names = {top_level(stripped) for _, stripped in request.oracle_places}
+    by_path = {c.path: c for c in contents}
     modules: dict[str, list[str]] = {}
     for path, stripped in places.items():
         name = module_name(stripped)
-        if name is not None and stripped.endswith(".py") and name.split(".")[0] not in oracle_names:
+        if path in by_path and name is not None and stripped.endswith(".py") and \
+                name.split(".")[0] not in oracle_names:
             modules.setdefault(name, []).append(path)
     oracle_module = {path: module_name(stripped) or "" for path, stripped in request.oracle_places}
-    starts = set().union(*(imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py"))
-                           for c in oracle))
-
-    sources = await Get(DigestContents, DigestSubset(request.candidate.digest, PathGlobs(["**/*.py"])))
-    by_path = {c.path: c.content for c in sources}
-    reached = closure(starts, modules, lambda paths: {path: by_path[path] for path in paths})
-    # Package data: the other files beside each module reached (a product reading its own JSON, say).
-    folders = {posixpath.dirname(path) for path in reached}
-    data = {path for path in places if posixpath.dirname(path) in folders and not path.endswith(".py")}
-    chosen = sorted(reached | data)
-    subset = await Get(Snapshot, DigestSubset(request.candidate.digest, PathGlobs(chosen)))
-    stripped = await Get(StrippedSourceFiles, SourceFiles(subset, ()))
-    return CandidateClosure(tuple((path, places[path]) for path in chosen), stripped.snapshot.digest)
+    starts = set(request.probes).union(*(
+        imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle))
+    reached = closure(starts, modules, lambda wanted: {path: by_path[path].content for path in wanted})
+    # Every file of each top-level package reached ships, not only the modules the tokenizer saw: a
+    # dynamic import with a fallback must not run other code in the replay than the one that lands.
+    packages = {top_level(places[path]) for path in reached}
+    shipped = sorted(p for p in by_path if p in places and top_level(places[p]) in packages)
+    refusals = tuple(
+        Reason(Code.PATH_NOT_REGULAR, path, "a regular file", why,
+               f"the candidate's package {top_level(places[path])} holds a file the replay cannot ship as it is")
+        for path, why in sorted(irregular.items()) if path in places and top_level(places[path]) in packages)
+    # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
+    # here so that building the digest cannot fail first.
+    unique = {places[path]: by_path[path] for path in reversed(shipped)}
+    stripped = await Get(Digest, CreateDigest([
+        FileContent(place, content.content, is_executable=content.is_executable) for place, content in unique.items()]))
+    return CandidateClosure(tuple((path, places[path]) for path in shipped), stripped, refusals)
 
 
 def rules() -> list:

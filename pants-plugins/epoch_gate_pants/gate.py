@@ -86,8 +86,9 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     try:
         if gate.candidate:
             candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
-            merge_base, changed_set = candidate.merge_base, candidate.changed
-            candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(candidate_files(root, candidate))))
+            merge_base, changed_set = candidate.base, candidate.changed
+            files, irregular = candidate_files(root, candidate)
+            candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
         else:
             merge_base, changed_set = changed_paths(
                 root, changed.since or gate.base or default_base(root, gate.trusted_refs))
@@ -148,7 +149,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
             OraclePaths(run.epoch.files.pin_path, run.manifest.manifest_path, run.manifest.catalog_path,
                         run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
             changed_set, lambda path: read_at(root, merge_base, path),
-            (lambda path: read_at(root, candidate.commit, path)) if candidate else (lambda path: read_file(root, path)))
+            (lambda path: read_at(root, candidate.tree, path)) if candidate else (lambda path: read_file(root, path)))
 
     tree = candidate.reviewed_tree() if candidate else None
     if merge_base and not candidate:  # without the changed set the gate is closed already, and git said why

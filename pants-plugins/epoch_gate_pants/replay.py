@@ -147,20 +147,22 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     placed.update(predicate_places)
     oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
               for path, stripped in predicate_places.items()}
-    code_digest = None
+    code_digest, closure_refusals = None, ()
     if request.candidate is not None:
         # Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
         # from the candidate's files; nothing of the working tree's product.
         oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
         oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
                                                        PathGlobs(sorted(oracle_placed))))
+        probes = tuple(sorted({p.probe.partition(":")[0] for p in parsed.properties if p.probe}))
         reached = await Get(CandidateClosure, CandidateClosureRequest(
-            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items()))))
+            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), probes))
         placed = {**oracle_placed, **dict(reached.places)}
         code_digest = reached.stripped
+        closure_refusals = reached.refusals
     reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
                 TOOLS_DIR)
-    refusals = (*shadowing(placed, reserved, oracle),
+    refusals = (*closure_refusals, *shadowing(placed, reserved, oracle),
                 *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
     if refusals:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))

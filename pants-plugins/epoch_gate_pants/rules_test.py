@@ -364,9 +364,11 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
 
 
-def candidate_files(runner: RuleRunner, files: dict[str, str]) -> CandidateFiles:
+def candidate_files(runner: RuleRunner, files: dict[str, str],
+                    irregular: tuple[tuple[str, str], ...] = ()) -> CandidateFiles:
     """A candidate's files as trusted mode reads them from git: data, with no BUILD file loaded."""
-    return CandidateFiles(runner.request(Digest, [CreateDigest([FileContent(p, t.encode()) for p, t in files.items()])]))
+    digest = runner.request(Digest, [CreateDigest([FileContent(p, t.encode()) for p, t in files.items()])])
+    return CandidateFiles(digest, irregular)
 
 
 def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRunner) -> None:
@@ -378,15 +380,19 @@ def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRu
         "src/pkg/rules.py": "from . import tables\n",
         "src/pkg/tables.py": "",
         "src/pkg/rates.json": "{}",
+        "src/pkg/fast.py": "",  # imported only by name at run time: ships with its package all the same
         "src/unrelated.py": "import helper\n",
+        "src/probes/orders_probe.py": "",  # a probe module: the child imports it by name
         "checks/props.py": "def refund_le_captured(record):\n    return True\n",  # the candidate's oracle copy
-    })
+    }, irregular=(("src/pkg/link.py", "a symlink"), ("src/elsewhere/link.py", "a symlink")))
     oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", PREDICATES.encode())])])
     closure = rule_runner.request(CandidateClosure, [CandidateClosureRequest(
-        candidate, oracle, (("checks/props.py", "checks/props.py"),))])
+        candidate, oracle, (("checks/props.py", "checks/props.py"),), ("probes.orders_probe",))])
     assert dict(closure.places) == {
         "src/payments_lib.py": "payments_lib.py", "src/helper.py": "helper.py", "src/pkg/__init__.py": "pkg/__init__.py",
-        "src/pkg/rules.py": "pkg/rules.py", "src/pkg/tables.py": "pkg/tables.py", "src/pkg/rates.json": "pkg/rates.json"}
+        "src/pkg/rules.py": "pkg/rules.py", "src/pkg/tables.py": "pkg/tables.py", "src/pkg/rates.json": "pkg/rates.json",
+        "src/pkg/fast.py": "pkg/fast.py", "src/probes/orders_probe.py": "probes/orders_probe.py"}
+    assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
 
 
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:

@@ -1,8 +1,10 @@
 """Trusted mode: the change under review is a git revision, read as data from git's object store.
 
 The judge runs from a checkout of the trusted ref (its code, configuration and BUILD files); the
-candidate is never checked out, loaded or executed outside the jailed replay. Its changed set is what it
-changes since its merge base with the judge, and its files are blobs read by id.
+candidate is never checked out, loaded or executed outside the jailed replay. What is judged is what
+would land: git's merge of the candidate into the judge's commit (`merge-tree --write-tree`, no
+checkout). Its changed set is that tree against the judge's commit, so neither a criss-cross merge base
+nor a candidate branched from an older main can hide an edit, and its files are blobs read by id.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ REGULAR_MODES = ("100644", "100755")
 @dataclass(frozen=True)
 class Candidate:
     commit: str
-    tree: str  # git's tree id of the candidate commit: what the statement attests
-    merge_base: str  # where the candidate branched from the judge's history
+    tree: str  # git's tree id of the candidate merged into the judge's commit: what is judged and attested
+    base: str  # the judge's commit, which the changed set is taken against
     changed: tuple[ChangedPath, ...]
-    blobs: Mapping[str, tuple[str, str]]  # path -> (git mode, blob id), every file of the candidate
+    entries: Mapping[str, tuple[str, str]]  # path -> (git mode, object id), every entry of the merged tree
+    lands_as_is: bool  # the candidate's own tree is the merge (it is up to date with the judge's commit)
 
     def reviewed_tree(self) -> ReviewedTree:
-        return ReviewedTree(self.commit, self.tree, clean=True)
+        """The commit names the judged tree only when the candidate lands as it is."""
+        return ReviewedTree(self.commit, self.tree, clean=self.lands_as_is)
 
 
 def _judge_is_trusted(root: Path, trusted_refs: Sequence[str]) -> None:
@@ -46,25 +50,40 @@ def _judge_is_trusted(root: Path, trusted_refs: Sequence[str]) -> None:
                    expected="a clean checkout", found=f"{len(dirty)} changed path(s), first {from_os(dirty[0])}")
 
 
-def _changed(root: Path, merge_base: str, commit: str) -> tuple[ChangedPath, ...]:
+def _changed(root: Path, base: str, tree: str) -> tuple[ChangedPath, ...]:
     diff = git_text(root, "-c", "core.quotepath=off", "diff-tree", "-r", "--no-renames", "--name-status", "-z",
-                    merge_base, commit)
+                    base, tree)
     fields = diff.split("\0")
     changed = {path: STATUS_NAMES.get(status[0], status)
                for status, path in zip(fields[0::2], fields[1::2]) if status}
     return tuple(ChangedPath(from_os(p), s) for p, s in sorted(changed.items()))
 
 
-def _blobs(root: Path, commit: str) -> dict[str, tuple[str, str]]:
-    listing = git_text(root, "-c", "core.quotepath=off", "ls-tree", "-r", "-z", "--full-tree", commit)
-    blobs = {}
+def _entries(root: Path, tree: str) -> dict[str, tuple[str, str]]:
+    """Every blob and submodule of the tree: a submodule (`commit`) is listed so it can be refused."""
+    listing = git_text(root, "-c", "core.quotepath=off", "ls-tree", "-r", "-z", "--full-tree", tree)
+    entries = {}
     for entry in listing.split("\0"):
         if entry:
             meta, path = entry.split("\t", 1)
-            mode, kind, oid = meta.split(" ")
-            if kind == "blob":
-                blobs[path] = (mode, oid)
-    return blobs
+            mode, _kind, oid = meta.split(" ")
+            entries[path] = (mode, oid)
+    return entries
+
+
+def _merged_tree(root: Path, head: str, commit: str) -> str:
+    done = run_git(root, "merge-tree", "--write-tree", "--no-messages", head, commit)
+    first = done.stdout.decode("utf-8", "replace").split("\n", 1)[0].strip()
+    if done.returncode == 1:
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the candidate {commit[:12]} does not merge cleanly into "
+                   f"the judge's commit {head[:12]}: rebase it on the trusted ref", expected="a clean merge",
+                   found="conflicts")
+    if done.returncode != 0 or len(first) != 40:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git cannot merge the candidate without a checkout "
+                   f"(`git merge-tree --write-tree` needs git 2.38 or later): {message[-1] if message else ''}",
+                   expected="a merged tree", found=f"exit {done.returncode}")
+    return first
 
 
 def open_candidate(root: Path, revision: str, trusted_refs: Sequence[str]) -> Candidate:
@@ -79,13 +98,28 @@ def open_candidate(root: Path, revision: str, trusted_refs: Sequence[str]) -> Ca
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the candidate {revision!r} is not a commit in this "
                    "repository (fetch it first, e.g. `git fetch origin pull/N/head`)",
                    expected="a commit", found=revision)
-    done = run_git(root, "merge-base", "HEAD", commit)
-    merge_base = done.stdout.decode().strip()
-    if done.returncode != 0 or not merge_base:
+    head = commit_of(root, "HEAD") or ""
+    if run_git(root, "merge-base", head, commit).returncode != 0:
         raise fail(Code.BASE_UNPROVABLE, ".", f"the candidate {commit[:12]} shares no history with the judge's "
                    "checkout (a shallow clone? fetch the full history)", expected="a merge base", found="none")
-    tree = git_text(root, "rev-parse", "--verify", f"{commit}^{{tree}}").strip()
-    return Candidate(commit, tree, merge_base, _changed(root, merge_base, commit), _blobs(root, commit))
+    tree = _merged_tree(root, head, commit)
+    own = git_text(root, "rev-parse", "--verify", f"{commit}^{{tree}}").strip()
+    return Candidate(commit, tree, head, _changed(root, head, tree), _entries(root, tree), tree == own)
+
+
+def blob_sizes(root: Path, oids: Iterable[str]) -> dict[str, int]:
+    """Blob sizes by id, without reading them (`git cat-file --batch-check`)."""
+    wanted = sorted(set(oids))
+    if not wanted:
+        return {}
+    done = run_git(root, "cat-file", "--batch-check=%(objectname) %(objectsize)",
+                   stdin="".join(f"{oid}\n" for oid in wanted).encode())
+    sizes = {}
+    for line in done.stdout.decode("ascii", "replace").splitlines():
+        oid, _, size = line.partition(" ")
+        if size.isdigit():
+            sizes[oid] = int(size)
+    return sizes
 
 
 def read_blobs(root: Path, oids: Iterable[str]) -> dict[str, bytes]:

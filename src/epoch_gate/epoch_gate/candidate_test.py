@@ -41,17 +41,49 @@ def test_changed_set_and_files_come_from_git(repo: Path) -> None:
     assert {c.path: c.status for c in candidate.changed} == {"app.py": "modified", "new.py": "added"}
     assert candidate.tree == git(repo, "rev-parse", f"{commit}^{{tree}}").strip()
     assert candidate.reviewed_tree().digest() == {"gitCommit": commit, "gitTree": candidate.tree}
-    mode, oid = candidate.blobs["app.py"]
+    mode, oid = candidate.entries["app.py"]
     assert mode == "100644" and read_blobs(repo, [oid]) == {oid: b"a = 2\n"}
     assert (repo / "app.py").read_text() == "a = 1\n"  # never checked out
 
 
-def test_an_older_candidate_changes_only_what_it_changed(repo: Path) -> None:
+def test_an_older_candidate_is_judged_as_it_would_land(repo: Path) -> None:
     commit = branch(repo, "old", {"app.py": "a = 3\n"})
     (repo / "checks" / "p.py").write_text("x = 2\n")  # main moves on: the oracle changes after the branch
     git(repo, "commit", "-qam", "oracle")
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
-    assert [c.path for c in open_candidate(repo, commit, TRUSTED).changed] == ["app.py"]
+    candidate = open_candidate(repo, commit, TRUSTED)
+    assert [c.path for c in candidate.changed] == ["app.py"]
+    # The files judged are the merge: today's oracle with the candidate's change, not the old tree.
+    merged = read_blobs(repo, [candidate.entries["checks/p.py"][1], candidate.entries["app.py"][1]])
+    assert sorted(merged.values()) == [b"a = 3\n", b"x = 2\n"]
+    assert not candidate.lands_as_is and candidate.reviewed_tree().digest() == {"gitTree": candidate.tree}
+
+
+def test_a_candidate_that_reverts_the_oracle_in_a_merge_shows_the_revert(repo: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "evil")
+    (repo / "app.py").write_text("a = 4\n")
+    git(repo, "commit", "-qam", "work")
+    git(repo, "checkout", "-q", "main")
+    (repo / "checks" / "p.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "oracle")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    git(repo, "checkout", "-q", "evil")
+    git(repo, "merge", "-q", "--no-commit", "main")
+    (repo / "checks" / "p.py").write_text("x = 1\n")  # an "evil merge": keeps the old oracle
+    git(repo, "commit", "-qam", "merge main")
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    assert {c.path for c in open_candidate(repo, commit, TRUSTED).changed} == {"app.py", "checks/p.py"}
+
+
+def test_a_candidate_that_does_not_merge_is_refused(repo: Path) -> None:
+    commit = branch(repo, "conflict", {"app.py": "a = 5\n"})
+    (repo / "app.py").write_text("a = 6\n")
+    git(repo, "commit", "-qam", "main edits app")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    with pytest.raises(EvidenceError) as error:
+        open_candidate(repo, commit, TRUSTED)
+    assert error.value.reason.code is Code.CHANGED_SET_UNAVAILABLE and error.value.reason.found == "conflicts"
 
 
 def test_the_judge_must_be_a_clean_trusted_checkout(repo: Path) -> None:
@@ -75,7 +107,7 @@ def test_a_candidate_that_is_not_a_commit_is_refused(repo: Path, revision: str) 
 
 
 def test_blobs_are_read_in_one_batch(repo: Path) -> None:
-    blobs = open_candidate(repo, "HEAD", TRUSTED).blobs
+    blobs = open_candidate(repo, "HEAD", TRUSTED).entries
     oids = [oid for _, oid in blobs.values()]
     assert sorted(read_blobs(repo, oids).values()) == [b"a = 1\n", b"x = 1\n"]
     assert read_blobs(repo, []) == {}
