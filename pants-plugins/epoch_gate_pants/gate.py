@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import fnmatch
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pants.base.build_root import BuildRoot
 from pants.core.util_rules.distdir import DistDir
@@ -17,6 +18,7 @@ from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, attestation, report
+from epoch_gate.buildfiles import build_file_problems
 from epoch_gate.candidate import open_candidate
 from epoch_gate.changes import (
     ChangedPath,
@@ -87,6 +89,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         if gate.candidate:
             candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
             merge_base, changed_set = candidate.base, candidate.changed
+            # Its BUILD files are never loaded here, but once merged every judge would execute them.
+            builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
+                fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in global_options.build_patterns)]
+            findings += build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds})
             files, irregular = candidate_files(root, candidate)
             candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
         else:

@@ -92,7 +92,10 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
     finally:
         example.git("checkout", "-q", "main")
     assert local.verdict == "eligible", local.stdout
-    assert_property_failed(judged(judge, commit))
+    run = judged(judge, commit)
+    assert_property_failed(run)
+    # And it could not land to program later judges: a BUILD file that is code is not passed.
+    assert [r["path"] for r in run.reasons("build-file-code")] == ["src/orders/orders/BUILD"], run.stdout
 
 
 def test_product_code_cannot_rig_the_runner_or_swap_the_predicates(example: Repo, judge: Repo) -> None:

@@ -48,7 +48,8 @@ class Code(enum.Enum):
     MODULE_SHADOWED = "module-shadowed"
     PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"
-    REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"  # the replay's third-party resolve did not build
+    REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"
+    BUILD_FILE_CODE = "build-file-code"  # trusted mode: a changed BUILD file that is more than declarations  # the replay's third-party resolve did not build
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"
     OBSERVATION_WITNESS_MISSING = "observation-witness-missing"

@@ -1,0 +1,70 @@
+"""Trusted mode: a BUILD file the candidate adds or changes must be declarations, not code.
+
+Trusted mode never loads the candidate's BUILD files, but once merged they are the trusted ref's, and
+every later judge executes them with full builtins: a candidate with no bug could land a BUILD file that
+rebinds the gate. So a changed BUILD file is judged as data: only calls of target types (and helpers such
+as `parametrize`) with literal arguments. Anything else closes: `build-file-code`.
+
+CPython's parser recurses, so a hostile file is parsed in a child process, as the predicate modules are.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Mapping
+
+from epoch_gate.reasons import Code, Reason
+
+PARSE_TIMEOUT = 30
+_CHECK = r"""
+import ast, builtins, json, sys
+def problem(source):
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return f"does not parse ({type(error).__name__})"
+    for statement in tree.body:
+        if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
+            return f"line {statement.lineno}: a {type(statement).__name__} statement, not a target declaration"
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    plain = (ast.Module, ast.Expr, ast.Call, ast.keyword, ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set,
+             ast.Load, ast.UnaryOp, ast.USub, ast.Name)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if not isinstance(node, plain):
+            return f"line {line}: {type(node).__name__} is code, not a literal"
+        if isinstance(node, ast.Name) and (id(node) not in called or node.id.startswith("_")
+                                           or hasattr(builtins, node.id)):
+            return f"line {line}: the name {node.id!r}"
+        if isinstance(node, ast.keyword) and node.arg is None:
+            return f"line {line}: ** arguments"
+    return ""
+print(json.dumps(problem(sys.stdin.buffer.read())))
+"""
+
+
+def _problem(source: bytes) -> str:
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHECK], input=source, capture_output=True,
+                              timeout=PARSE_TIMEOUT, close_fds=False, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"could not be checked ({type(error).__name__})"
+    try:
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        found = None
+    return found if isinstance(found, str) else f"could not be checked (the checker ended with {done.returncode})"
+
+
+def build_file_problems(files: Mapping[str, bytes]) -> list[Reason]:
+    """A closing reason per changed BUILD file that is more than literal target declarations."""
+    reasons = []
+    for path, source in sorted(files.items()):
+        found = _problem(source)
+        if found:
+            reasons.append(Reason(Code.BUILD_FILE_CODE, path, "target declarations with literal arguments", found,
+                                  "a BUILD file of this change holds code: once merged, every judge would "
+                                  "execute it, so it is reviewed as an oracle change, not passed"))
+    return reasons

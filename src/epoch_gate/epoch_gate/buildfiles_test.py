@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import pytest
+
+from epoch_gate.buildfiles import build_file_problems
+from epoch_gate.reasons import Code
+
+DECLARATIONS = b'''# The orders product.
+python_sources(
+    name="lib",
+    sources=["*.py", "!*_test.py"],
+    dependencies=["3rdparty/python:attrs"],
+    overrides={"money.py": {"tags": ["core"]}},
+    resolve=parametrize("python-default", "other"),
+)
+python_tests(name="tests", timeout=-1, skip_black=True, extra_env_vars=None)
+'''
+
+
+def test_declarations_with_literal_arguments_pass() -> None:
+    assert build_file_problems({"src/orders/BUILD": DECLARATIONS}) == []
+
+
+@pytest.mark.parametrize("source", [
+    b'_import = __builtins__["__im" + "port__"]\n',  # the attack trusted mode must not let land
+    b'python_sources(name=__builtins__)\n',
+    b'exec("import os")\n',
+    b'python_sources(name="a" + "b")\n',
+    b'python_sources(**{"name": "x"})\n',
+    b'python_sources(sources=[f for f in ["a.py"]])\n',
+    b'python_sources(name=getattr)\n',
+    b'x = 1\n',
+    b'def f():\n    pass\n',
+    b'python_sources(\n',
+    b'python_sources(name=' + b'[' * 100_000 + b'\n',
+])
+def test_code_in_a_build_file_is_refused(source: bytes) -> None:
+    (reason,) = build_file_problems({"src/orders/BUILD": source})
+    assert reason.code is Code.BUILD_FILE_CODE and reason.path == "src/orders/BUILD" and reason.found
