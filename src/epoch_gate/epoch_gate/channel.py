@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -54,7 +56,9 @@ class Channel:
                 "--sandbox-names", ",".join(sorted(set(sandbox_names)))]
         argv += [f"--call={call}" for call in calls]
         argv += [f"--child-path={folder}" for folder in child_path]
-        self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # Its own session and process group, so `_end` can kill whatever the child forks (see there).
+        self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         start_new_session=True)
         with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
             fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._failure: Optional[ChildFailed] = None
@@ -62,8 +66,24 @@ class Channel:
     def fail(self, code: Code, detail: str) -> ChildFailed:
         """Ends the child: after a broken protocol or tampering, nothing more it says is evidence."""
         self._failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
-        self._process.kill()
+        if self._process.returncode is None:  # not reaped: its pid still names its process group
+            self._kill_group()
         return ChildFailed(code, detail[:500])
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+
+    def _end(self) -> int:
+        """Waits for the child to exit, then kills its whole process group before reaping it (while the
+        group's id cannot be reused): a process the child forked would otherwise outlive it and could
+        rewrite the outputs the parent writes once the child is done. One that left
+        the group (setsid) is not reached here; the jail kills it when the parent exits (bwrap
+        --die-with-parent, its own PID namespace), after the outputs are written."""
+        if self._process.returncode is None:
+            os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
+            self._kill_group()
+        return self._process.wait()
 
     def _feed(self, index: int, batches: Iterable[Batch], sent: queue.Queue) -> None:
         """Reads ahead while the child evaluates: each batch is queued before it is written, so the reader
@@ -123,7 +143,7 @@ class Channel:
         except stream.ProtocolError as exc:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
         if got is None:
-            raise self.fail(Code.RUNNER_PROTOCOL, f"the child ended early (exit {self._process.wait()})")
+            raise self.fail(Code.RUNNER_PROTOCOL, f"the child ended early (exit {self._end()})")
         kind, payload = got
         if kind == stream.ERROR:
             return self._refusal(payload)
@@ -147,7 +167,8 @@ class Channel:
 
     def close(self) -> Optional[ChildFailed]:
         """Ends the stream: the child must exit 0 with nothing more on the channel. Returns why not, unless
-        an earlier failure already ended it (the properties it left unevaluated carry that one)."""
+        an earlier failure already ended it (the properties it left unevaluated carry that one). Either way
+        the child's process group is dead on return (`_end`): the parent's outputs come after."""
         process = self._process
         assert process.stdin is not None and process.stdout is not None
         problem = ""
@@ -158,10 +179,10 @@ class Channel:
                 problem = f"the child stopped reading: {exc}"
             if process.stdout.read(1):
                 problem = "the child wrote more than its answers on the protocol channel"
-            status = process.wait()
+            status = self._end()
             if status and not problem:
                 problem = f"the child exited {status} after its answers"
-        process.wait()
+        self._end()
         with contextlib.suppress(OSError):
             process.stdin.close()
         process.stdout.close()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from epoch_gate import replay
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.channel import RUNNER_ROOT
 from epoch_gate.manifest import sample
+from epoch_gate.world import world_sha256
 
 ORACLE = "split_checks"  # the predicates' module: unique, so the parent's import cache never mixes tests
 
@@ -173,6 +177,8 @@ def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None
 
 
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.cli import main; sys.exit(main(sys.argv[2:]))"
+# As the plugin starts the parent: the runner in the sandbox (writable by the child), the cwd relative.
+PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.cli import main; sys.exit(main())"
 
 
 def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path: Path) -> None:
@@ -203,3 +209,101 @@ def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) ->
     outcomes = {p.name: p for p in result.properties}
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)
     assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-replaced")
+
+
+LAZY_JUDGE = """
+def mean_matches(record, observed):
+    import statistics  # lazily: the first call comes after the child started
+    return observed == statistics.mean([record["amount"]])
+"""
+
+
+def test_the_child_cannot_plant_modules_the_parent_imports_nor_rewrite_its_judges(tmp_path: Path) -> None:
+    """The product, at import in the child, plants `statistics` in the runner's folder (the parent's
+    sys.path[0] in the jail) and rewrites the judge's file: the parent still judges with its own."""
+    world = sandbox(tmp_path, LAZY_JUDGE, """
+        import pathlib
+        pathlib.Path("__epoch_gate/statistics.py").write_text("def mean(values):\\n    return 'planted'\\n")
+        pathlib.Path("split_checks.py").write_text("def mean_matches(record, observed):\\n    return True\\n")
+        def probe(record):
+            return "planted"
+    """)
+    shutil.copytree(Path(RUNNER_ROOT) / "epoch_gate", tmp_path / "sandbox" / "__epoch_gate" / "epoch_gate")
+    manifest = sample(Catalog((prop("p", "mean_matches", "split_app:probe"),)), 1, 1)
+    (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
+    subprocess.run(
+        [sys.executable, "-I", "-B", "-S", "-c", PLUGIN_BOOT, "replay", "--manifest", "../manifest.json",
+         "--world", "../world", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
+         "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
+    assert (tmp_path / "sandbox" / "__epoch_gate" / "statistics.py").exists()  # planted, and never imported
+    (summary,) = json.loads((tmp_path / "out" / "replay.json").read_text())["properties"]
+    assert (summary["outcome"], summary["failures"], summary["first_failure"]) == ("fail", 20, 1)
+
+
+def test_close_imports_leaves_nothing_of_the_sandbox_importable(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "runner" / "split_pkg").mkdir(parents=True)
+    (tmp_path / "runner" / "split_pkg" / "__init__.py").write_text("")
+    (tmp_path / "runner" / "split_pkg" / "late.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["runner", str(tmp_path / "runner"), "", *sys.path])
+    importlib.import_module("split_pkg")  # a package of the sandbox, imported before the child starts
+    try:
+        replay.close_imports(tmp_path)
+        assert sys.path and not [entry for entry in sys.path if Path(entry).resolve().is_relative_to(tmp_path)]
+        assert not [key for key in sys.path_importer_cache if Path(key).resolve().is_relative_to(tmp_path)]
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module("split_pkg.late")
+    finally:
+        sys.modules.pop("split_pkg", None)
+
+
+# At import in the child: a grandchild that lets go of the protocol pipes, then waits for the parent's
+# outputs to rewrite them.
+LINGERING = """
+import os, pathlib, time
+if os.fork() == 0:
+    os.closerange(0, 2)
+    os.closerange(3, 1024)
+    out = pathlib.Path("../out")
+    for _ in range(600):
+        if (out / "replay.json").exists():
+            for path in [out / "replay.json", *(out / "observations").iterdir()]:
+                path.write_text("forged")
+            pathlib.Path("../rewrote").write_text("")
+            break
+        time.sleep(0.02)
+    os._exit(0)
+def amount(record):
+    return record["amount"]
+"""
+
+
+def test_a_lingering_grandchild_cannot_rewrite_the_outputs(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, POSITIVE, LINGERING)
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures) == ("fail", 1)
+    time.sleep(1)  # long enough for a surviving grandchild to have done it
+    assert not (tmp_path / "rewrote").exists()
+    assert json.loads((tmp_path / "out" / "replay.json").read_text())["properties"][0]["outcome"] == "fail"
+    assert all(path.read_bytes() != b"forged" for path in (tmp_path / "out" / "observations").iterdir())
+
+
+def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -> None:
+    """The product, at import, rewrites the world (same lines, record 7 now positive) before the second
+    property's records are read: the parent streams the bytes it hashed before the child started."""
+    world = sandbox(tmp_path, POSITIVE + "\ndef small(record):\n    return True\n", """
+        import json, pathlib
+        pathlib.Path("../world/payments.jsonl").write_text("".join(
+            json.dumps({"id": i, "amount": i}) + "\\n" for i in range(1, 21)))
+        def amount(record):
+            return record["amount"]
+    """)
+    digest = world_sha256(world)
+    result = replay.run(sample(Catalog((prop("a_small", "small"), prop("positive"))), 1, 2), world,
+                        tmp_path / "out", epoch_id="e1", child=replay.Child(tmp_path / "sandbox", ("split_app",),
+                                                                            oracle_names=(ORACLE,), batch=8))
+    assert world_sha256(world) != digest  # it was rewritten, and the replay still read the world it hashed
+    assert result.world_sha256 == digest
+    outcomes = {p.name: p for p in result.properties}
+    assert (outcomes["positive"].outcome, outcomes["positive"].first_failure) == ("fail", 7)

@@ -3,7 +3,10 @@ product's code in a child process it never shares (`epoch_gate.child`).
 
 The parent reads the world itself, streams each bound's records to the child in batches and takes back
 exactly one verdict per record (`epoch_gate.stream`); it keeps its own copy of every record's bytes and
-writes the witnesses, the observations and replay.json from those, never from what the child says. A
+writes the witnesses, the observations and replay.json from those, never from what the child says. The
+child shares the (writable) sandbox: the parent reads the world and imports its judges before starting
+it, then takes the sandbox off its import path (`close_imports`), and writes nothing until the child's
+whole process group is dead (`Channel.close`). A
 child that breaks the protocol, ends early, or catches product code tampering with protected code makes
 the property an `error` (`runner-protocol`, `predicate-replaced`), and so does anything extra on the
 channel after the last answer, for every property.
@@ -18,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Union
 
 from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
@@ -32,7 +37,7 @@ from epoch_gate.manifest import Manifest
 from epoch_gate.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError, fail
 from epoch_gate.stream import HELD, OBSERVED, VIOLATED, ProtocolError, parse_detail, parse_observed
-from epoch_gate.world import record_batches, world_sha256
+from epoch_gate.world import LoadedWorld, load_world, record_batches
 
 OUTCOMES = ("pass", "fail", "flake", "error")
 SUMMARY = "replay.json"
@@ -131,7 +136,7 @@ def _evaluate(channel: Channel, index: int, batches: Iterable[Batch],
                 raise channel.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
 
 
-def _scan(channel: Channel, index: int, prop: Property, world: Path, judge_with: Optional[Judge],
+def _scan(channel: Channel, index: int, prop: Property, world: LoadedWorld, judge_with: Optional[Judge],
           size: int) -> tuple[int, list[_Violation], list[bool]]:
     """(records evaluated, the violations, whether each held on its rerun)."""
     count = 0
@@ -152,25 +157,36 @@ def _scan(channel: Channel, index: int, prop: Property, world: Path, judge_with:
     return count, violations, reruns
 
 
-def replay_property(channel: Channel, index: int, prop: Property, world: Path, epoch_id: str, out: Path,
-                    max_witnesses: int, batch: int) -> PropertyOutcome:
-    def error(code: Code, detail: str, count: int = 0) -> PropertyOutcome:
-        return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
+def _error(prop: Property, code: Code, detail: str, count: int = 0) -> PropertyOutcome:
+    return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
 
+
+def _load_judge(prop: Property) -> Union[Judge, None, PropertyOutcome]:
+    """The judge of a probe property, None without a probe, or the error when it cannot load."""
+    if not prop.probe:
+        return None
     try:
-        judge_with = load_judge(prop.predicate) if prop.probe else None
+        return load_judge(prop.predicate)
     except Exception as exc:  # noqa: BLE001 - a judge that cannot load (say, it imports product code)
-        return error(Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
+        return _error(prop, Code.PREDICATE_ERROR,
+                      f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
+
+
+Observed = list[tuple[Observation, bytes]]  # (observation, witness): written only once the child is dead
+
+
+def replay_property(channel: Channel, index: int, prop: Property, judge_with: Optional[Judge], world: LoadedWorld,
+                    epoch_id: str, max_witnesses: int, batch: int) -> tuple[PropertyOutcome, Observed]:
     try:
         count, violations, reruns = _scan(channel, index, prop, world, judge_with, batch)
     except ChildFailed as failed:
-        return error(failed.code, failed.detail)
+        return _error(prop, failed.code, failed.detail), []
     except EvidenceError as failed:
-        return error(failed.reason.code, failed.reason.message)
+        return _error(prop, failed.reason.code, failed.reason.message), []
     if count == 0:
-        return error(Code.BOUND_MISSING, f"bound {prop.bound} has no records")
+        return _error(prop, Code.BOUND_MISSING, f"bound {prop.bound} has no records"), []
     failures = first_failure = 0
-    observed: list[Observation] = []
+    observed: Observed = []
     try:
         for violation, rerun_held in zip(violations, reruns):
             if not rerun_held:
@@ -182,14 +198,45 @@ def replay_property(channel: Channel, index: int, prop: Property, world: Path, e
                 epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
                 rerun_passed=rerun_held, witness=violation.witness, bound=prop.bound, line=violation.line,
                 detail=violation.detail)
-            write_observation(out / OBSERVATIONS, observation, violation.witness)
-            observed.append(observation)
+            observed.append((observation, violation.witness))
     except EvidenceError as failed:
-        return error(failed.reason.code, failed.reason.message, count)
+        return _error(prop, failed.reason.code, failed.reason.message, count), []
     outcome = "fail" if failures else "flake" if observed else "pass"
-    first = next((o for o in observed if o.status == "fail"), observed[0] if observed else None)
-    return PropertyOutcome(prop.name, prop.bound, count, outcome, tuple(o.id for o in observed),
-                           first.detail if first else "", failures=failures, first_failure=first_failure)
+    first = next((o for o, _ in observed if o.status == "fail"), observed[0][0] if observed else None)
+    return (PropertyOutcome(prop.name, prop.bound, count, outcome, tuple(o.id for o, _ in observed),
+                            first.detail if first else "", failures=failures, first_failure=first_failure),
+            observed)
+
+
+def _write_observations(prop: Property, outcome: PropertyOutcome, observed: Observed, out: Path) -> PropertyOutcome:
+    try:
+        for observation, witness in observed:
+            write_observation(out / OBSERVATIONS, observation, witness)
+    except EvidenceError as failed:
+        return _error(prop, failed.reason.code, failed.reason.message, outcome.records)
+    return outcome
+
+
+def _inside(entry: object, root: Path) -> bool:
+    """Whether an import path entry is in `root` ('' and other relative entries: from the cwd)."""
+    return isinstance(entry, str) and Path(entry).resolve().is_relative_to(root)
+
+
+def close_imports(sandbox: Path) -> None:
+    """Called once the runner and the judges are imported, before the child starts: the child shares the
+    sandbox and may write to it, and the runner's own folder (sys.path[0] in the jail), cwd-relative
+    entries and the packages imported from it (epoch_gate, the oracle's) are all in it. Any later import
+    of the parent (a lazy one of the standard library, say) can then only come from the standard library,
+    never from a module the product planted."""
+    root = sandbox.resolve()
+    sys.path[:] = [entry for entry in sys.path if not _inside(entry, root)]
+    for entry in [entry for entry in sys.path_importer_cache if _inside(entry, root)]:
+        del sys.path_importer_cache[entry]
+    for module in list(sys.modules.values()):
+        # vars(), not getattr: a module's __getattr__ could import (or run) anything
+        folders = vars(module).get("__path__") if isinstance(module, types.ModuleType) else None
+        if any(_inside(folder, root) for folder in folders or ()):
+            module.__path__ = []  # no new submodule from the sandbox either
 
 
 def _calls(properties: Iterable[Property]) -> list[str]:
@@ -199,19 +246,29 @@ def _calls(properties: Iterable[Property]) -> list[str]:
 
 def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Child,
         max_witnesses: int = 1) -> ReplayResult:
-    (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
-    digest = world_sha256(world)
+    # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
+    # streamed from the same bytes) and the judges; then the sandbox leaves the import path.
+    loaded = load_world(world)
+    digest = loaded.sha256()
+    with oracle_imports(child.sandbox, child.oracle_names):
+        judges = [_load_judge(prop) for prop in manifest.properties]
+    close_imports(child.sandbox)
     channel = Channel(_calls(manifest.properties), child.sandbox, (*child.sandbox_names, *child.oracle_names),
                       child.child_path)
     try:
-        with oracle_imports(child.sandbox, child.oracle_names):
-            outcomes = [replay_property(channel, index, prop, world, epoch_id, out, max_witnesses, child.batch)
-                        for index, prop in enumerate(manifest.properties)]
+        results = [(judge_with, []) if isinstance(judge_with, PropertyOutcome) else
+                   replay_property(channel, index, prop, judge_with, loaded, epoch_id, max_witnesses, child.batch)
+                   for index, (prop, judge_with) in enumerate(zip(manifest.properties, judges))]
     except BaseException:
         channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
         channel.close()
         raise
+    # The child's whole process group is dead from here on (Channel.close): nothing it forked can rewrite
+    # what is written next.
     ended = channel.close()
+    (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
+    outcomes = [_write_observations(prop, outcome, observed, out)
+                for prop, (outcome, observed) in zip(manifest.properties, results)]
     if ended is not None:  # the channel carried more than the child's answers: none of them is evidence
         outcomes = [o if o.outcome == "error" else dataclasses.replace(
             o, outcome="error", detail=ended.detail, error_code=ended.code.value) for o in outcomes]

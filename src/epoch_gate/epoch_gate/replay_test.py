@@ -12,6 +12,7 @@ from epoch_gate.catalog import Catalog, Property
 from epoch_gate.check import check_replay
 from epoch_gate.manifest import sample
 from epoch_gate.observations import load_observations, observation_id
+from epoch_gate.world import world_sha256
 
 PREDICATES = '''
 STATE = {"seen": set()}
@@ -123,4 +124,4 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     observations, _ = load_observations(tmp_path / "out" / "observations", "obs", "replay")
     assert sorted((o.status, o.line) for o in observations) == [("fail", 6), ("flake", 2)]
     assert set(outcome.observation_ids) == {o.id for o in observations}
-    assert result.world_sha256 == replay.world_sha256(world)
+    assert result.world_sha256 == world_sha256(world)

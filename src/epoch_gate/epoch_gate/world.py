@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from epoch_gate.hashing import canonical_sha256, sha256_file
+from epoch_gate.hashing import canonical_sha256, sha256_bytes, sha256_file
 from epoch_gate.reasons import Code, fail
 from epoch_gate.text import from_os
 
@@ -30,23 +31,47 @@ def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
                 yield number, line
 
 
-def record_batches(world: Path, bound: str, size: int) -> Iterator[list[tuple[int, bytes]]]:
-    """`records`, `size` at a time, read in bulk: the replay's parent streams a world of millions."""
-    path = bound_path(world, bound)
-    if path.is_symlink() or not path.is_file():
-        raise fail(Code.BOUND_MISSING, f"{bound}{SUFFIX}", f"the fixture world has no records for {bound}",
-                   expected=f"{bound}{SUFFIX} in the world", found="missing")
+@dataclass(frozen=True)
+class LoadedWorld:
+    """A world folder read once into memory: the replay's parent hashes and streams these very bytes, so
+    the child, which shares the (writable) sandbox, cannot rewrite records after the world was hashed."""
+
+    files: Mapping[str, bytes]  # every file, by relative POSIX path: what world_sha256 hashes
+    links: frozenset[str]  # those of them reached through a symlink: hashed, but never a bound's records
+
+    def sha256(self) -> str:
+        """world_sha256 of the folder as it was read."""
+        return listing_sha256({name: sha256_bytes(data) for name, data in self.files.items()})
+
+
+def load_world(world: Path) -> LoadedWorld:
+    files: dict[str, bytes] = {}
+    links: set[str] = set()
+    for name, full in _walk(world):
+        with open(full, "rb") as handle:
+            files[name] = handle.read()
+        if full.is_symlink():
+            links.add(name)
+    return LoadedWorld(files, frozenset(links))
+
+
+def record_batches(world: LoadedWorld, bound: str, size: int) -> Iterator[list[tuple[int, bytes]]]:
+    """`records`, `size` at a time, split in bulk: the replay's parent streams a world of millions."""
+    name = f"{bound}{SUFFIX}"
+    data = world.files.get(name)
+    if data is None or name in world.links:
+        raise fail(Code.BOUND_MISSING, name, f"the fixture world has no records for {bound}",
+                   expected=f"{name} in the world", found="missing")
     pending: list[tuple[int, bytes]] = []
     number, tail = 0, b""
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            lines = (tail + chunk).split(b"\n")
-            tail = lines.pop()  # the part after the last newline: the start of the next line, or the last line
-            pending.extend((n, line) for n, line in enumerate(lines, number + 1) if line)
-            number += len(lines)
-            while len(pending) >= size:
-                yield pending[:size]
-                del pending[:size]
+    for start in range(0, len(data), 1 << 20):
+        lines = (tail + data[start:start + (1 << 20)]).split(b"\n")
+        tail = lines.pop()  # the part after the last newline: the start of the next line, or the last line
+        pending.extend((n, line) for n, line in enumerate(lines, number + 1) if line)
+        number += len(lines)
+        while len(pending) >= size:
+            yield pending[:size]
+            del pending[:size]
     if tail:
         pending.append((number + 1, tail))
     for start in range(0, len(pending), size):
@@ -78,9 +103,8 @@ def listing_sha256(listing: Mapping[str, str]) -> str:
     return canonical_sha256({"files": dict(listing)})
 
 
-def world_sha256(world: Path) -> str:
-    """listing_sha256 of a world folder on disk."""
-    listing: dict[str, str] = {}
+def _walk(world: Path) -> Iterator[tuple[str, Path]]:
+    """(relative POSIX name, path) of every file of a world folder; a name that is not UTF-8 is refused."""
     for folder, dirs, files in os.walk(world):
         dirs.sort()
         for name in files:
@@ -89,5 +113,9 @@ def world_sha256(world: Path) -> str:
             if from_os(name) != name:  # an identity is never taken over an escaped (ambiguous) name
                 raise fail(Code.GENERATOR_FAILED, from_os(name), "a fixture world file's name is not UTF-8",
                            expected="UTF-8 file names", found=from_os(name))
-            listing[name] = sha256_file(full)
-    return listing_sha256(listing)
+            yield name, full
+
+
+def world_sha256(world: Path) -> str:
+    """listing_sha256 of a world folder on disk."""
+    return listing_sha256({name: sha256_file(full) for name, full in _walk(world)})
