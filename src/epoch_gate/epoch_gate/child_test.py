@@ -307,3 +307,19 @@ def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -
     assert result.world_sha256 == digest
     outcomes = {p.name: p for p in result.properties}
     assert (outcomes["positive"].outcome, outcomes["positive"].first_failure) == ("fail", 7)
+
+
+def test_files_the_child_planted_in_the_output_folder_are_not_evidence(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, POSITIVE, """
+        import pathlib
+        planted = pathlib.Path("../out/observations")
+        planted.mkdir(parents=True, exist_ok=True)
+        (planted / "positive-000000000000000000000000.json").write_text("{}")
+        (planted.parent / "extra.txt").write_text("planted")
+        def amount(record):
+            return record["amount"]
+        """)
+    assert replayed(world, prop("positive"))["positive"].outcome == "fail"
+    out = tmp_path / "out"
+    assert not (out / "extra.txt").exists()
+    assert not (out / "observations" / "positive-000000000000000000000000.json").exists()

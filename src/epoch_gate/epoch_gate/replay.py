@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 import sys
 import types
 from dataclasses import dataclass
@@ -266,6 +267,11 @@ def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Chi
     # The child's whole process group is dead from here on (Channel.close): nothing it forked can rewrite
     # what is written next.
     ended = channel.close()
+    # Whatever the child planted in the output folder before that is not evidence: start from nothing.
+    if out.is_symlink() or out.is_file():
+        out.unlink()
+    elif out.exists():
+        shutil.rmtree(out)
     (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
     outcomes = [_write_observations(prop, outcome, observed, out)
                 for prop, (outcome, observed) in zip(manifest.properties, results)]
