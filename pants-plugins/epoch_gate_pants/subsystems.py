@@ -45,11 +45,14 @@ class GateSubsystem(GoalSubsystem):
             Trusted mode, the one CI uses: the git revision to judge (a commit id, or a ref fetched from
             the pull request), with Pants, this plugin, `pants.toml` and every BUILD file taken from the
             checkout it runs in, which must be a clean checkout of a trusted ref (a detached worktree of
-            `origin/main`; `docs/ci/gate.sh` makes one). The candidate is read from git objects as data:
-            its changed set since its merge base with the checkout, and the files its suites import,
-            which only the jailed replay runs. The oracle is the checkout's, so a candidate branched from
-            an older main is judged by today's. Only trusted mode writes the attestation; without this
-            option the gate judges the working tree and its verdict is advisory.
+            `origin/main`; `docs/ci/gate.sh` makes one). The candidate is read from git objects as data,
+            and what is judged is what would land: git's merge of it into the checkout's commit (no
+            checkout; a conflict closes). Its changed set is that merge against the checkout's commit;
+            the packages its suites import ship to the jailed replay, the only place its code runs; a
+            BUILD file it adds or changes must be declarations with literal arguments. The oracle is the
+            checkout's, so a candidate branched from an older main is judged by today's. Only trusted
+            mode writes the attestation; without this option the gate judges the working tree and its
+            verdict is advisory.
             """
         ),
     )
