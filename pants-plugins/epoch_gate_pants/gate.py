@@ -80,8 +80,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     today, problems = _today(gate)
     findings += problems
 
-    # The changed set: in trusted mode the candidate's since its merge base with this checkout; else the
-    # working tree's against --changed-since when given, else [gate].base.
+    # The changed set: in trusted mode git's merge of the candidate into this checkout's commit, against
+    # that commit; else the working tree's against --changed-since, [gate].base, or the trusted ref.
     changed_set: tuple[ChangedPath, ...] | None = None
     merge_base, candidate, candidate_digest = None, None, None
     root = Path(BuildRoot().path)

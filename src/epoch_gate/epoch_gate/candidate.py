@@ -130,11 +130,11 @@ def read_blobs(root: Path, oids: Iterable[str]) -> dict[str, bytes]:
     done = run_git(root, "cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in wanted).encode())
     out, found, at = done.stdout, {}, 0
     for oid in wanted:
-        end = out.index(b"\n", at)
-        header = out[at:end].split(b" ")
-        if len(header) != 3 or header[1] != b"blob":
+        end = out.find(b"\n", at)
+        header = out[at:end].split(b" ") if end >= 0 else []
+        if done.returncode != 0 or len(header) != 3 or header[1] != b"blob" or not header[2].isdigit():
             raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git could not read blob {oid}",
-                       expected="a blob", found=out[at:end].decode("utf-8", "replace")[:80])
+                       expected="a blob", found=out[at:at + 80].decode("utf-8", "replace").split("\n")[0])
         size = int(header[2])
         found[oid] = out[end + 1:end + 1 + size]
         at = end + 1 + size + 1

@@ -111,3 +111,9 @@ def test_blobs_are_read_in_one_batch(repo: Path) -> None:
     oids = [oid for _, oid in blobs.values()]
     assert sorted(read_blobs(repo, oids).values()) == [b"a = 1\n", b"x = 1\n"]
     assert read_blobs(repo, []) == {}
+
+
+def test_a_blob_git_cannot_read_is_a_reason(repo: Path) -> None:
+    with pytest.raises(EvidenceError) as error:
+        read_blobs(repo, ["0" * 40])
+    assert error.value.reason.code is Code.CHANGED_SET_UNAVAILABLE and "missing" in error.value.reason.found
