@@ -69,7 +69,7 @@ def in_process(world: Path, predicate: Callable[[dict], object]) -> int:
 def split(world: Path, sandbox: Path, out: Path, name: str) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
     child = replay.Child(sandbox, oracle_names=("bench_preds",))
-    result = replay.run(manifest, world, out, epoch_id="bench", child=child)
+    result = replay.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
     (outcome,) = result.properties
     assert outcome.outcome == "pass", outcome
     return outcome.records

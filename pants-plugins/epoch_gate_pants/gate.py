@@ -5,37 +5,35 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import os
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Optional, Sequence
 
 from pants.base.build_root import BuildRoot
+from pants.build_graph.address import Address
 from pants.core.util_rules.distdir import DistDir
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal
-from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
-from pants.engine.target import AllTargets
+from pants.engine.internals.session import RunId
+from pants.engine.process import ProcessResultMetadata
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
+from pants.engine.target import AllTargets, Target, Targets
+from pants.util.logging import LogLevel
 from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, attestation, report
 from epoch_gate.buildfiles import build_file_problems
 from epoch_gate.candidate import open_candidate
-from epoch_gate.changes import (
-    ChangedPath,
-    ProtectedSet,
-    changed_paths,
-    check_trusted,
-    default_base,
-    protected_changes,
-    read_at,
-)
+from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
 from epoch_gate.check import check_replay
-from epoch_gate.decision import Evidence, Expected, Identities, decide
+from epoch_gate.decision import Expected, Identities
 from epoch_gate.folders import output_folder
 from epoch_gate.freezes import parse_freeze_files
+from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import parse_observation_files
-from epoch_gate.oracle import OraclePaths, oracle_changes, read_file
-from epoch_gate.protection import irregular_paths, pinned_at_base
+from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
@@ -45,8 +43,8 @@ from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.selfcheck import shadowing
 from epoch_gate_pants.subsystems import GateSubsystem
-from epoch_gate_pants.suite import Suite, SuiteRequest
-from epoch_gate_pants.target_types import SampledPropertiesTarget
+from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
+from epoch_gate_pants.target_types import EpochFixturePinField, SampledPropertiesTarget
 
 
 class Gate(Goal):
@@ -72,10 +70,70 @@ def _by_name(contents: DigestContents) -> dict[str, bytes]:
     return {Path(c.path).name: c.content for c in contents}
 
 
+@dataclass(frozen=True)
+class _Suite:
+    """A suite of the repository as the gate sees it: its oracle files, and why it cannot be replayed."""
+
+    address: Address
+    oracle: Optional[SuiteOracle]
+    problem: Optional[Reason]
+
+
+async def _repository_suites(targets: Sequence[Target]) -> list[_Suite]:
+    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in targets)
+    resolved = [s for s in suites if s.problem is None and s.fixture is not None and s.manifest is not None]
+    manifests = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in resolved)
+    oracles = {s.target.address: SuiteOracle(str(s.target.address), s.fixture[EpochFixturePinField].file_path,
+                                             m.manifest_path, m.catalog_path, m.predicate_paths)
+               for s, m in zip(resolved, manifests)}
+    return [_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in suites]
+
+
+@dataclass(frozen=True)
+class _SuitesRequest:
+    targets: tuple[Target, ...]
+
+
+@dataclass(frozen=True)
+class _SuitesOf:
+    suites: tuple[_Suite, ...]
+
+
+@rule(desc="Resolve the repository's suites", level=LogLevel.DEBUG)
+async def resolve_repository_suites(request: _SuitesRequest) -> _SuitesOf:
+    return _SuitesOf(tuple(await _repository_suites(request.targets)))
+
+
+def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
+           run_id: RunId) -> SuiteFacts:
+    """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
+    if run is None or suite.oracle is None:
+        oracle = suite.oracle or SuiteOracle(str(suite.address), "", "", "", ())
+        return SuiteFacts(oracle, Identities(None, None, None, isolation=isolation), None, None,
+                          (suite.problem,) if suite.problem else ())
+    findings = list(run.reasons)
+    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
+    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                            manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256, isolation)
+    expected = None
+    if manifest is not None and run.epoch.world.world_sha256 is not None:
+        expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records)
+    replay, cached = None, None
+    if run.result is not None:
+        cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
+        if run.result.exit_code != 0:
+            stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
+                                   f"the replay did not evaluate: {stderr[0][:300]}"))
+        else:
+            replay = check_replay({c.path: c.content for c in contents or ()}, f"{run.address} replay")
+    return SuiteFacts(suite.oracle, identities, expected, replay, tuple(findings), cached)
+
+
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   all_targets: AllTargets, dist_dir: DistDir, jail: Jail,
-                   global_options: GlobalOptions) -> Gate:
+                   specified: Targets, all_targets: AllTargets, dist_dir: DistDir, jail: Jail,
+                   global_options: GlobalOptions, run_id: RunId) -> Gate:
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     today, problems = _today(gate)
     findings += problems
@@ -102,16 +160,19 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     except EvidenceError as error:
         findings.append(error.reason)
 
-    suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    if len(suites) != 1:
-        findings.append(Reason(Code.ARTIFACT_MISSING if not suites else Code.ARTIFACT_MALFORMED, "BUILD",
-                               "exactly one sampled_properties target", f"{len(suites)}",
-                               "the gate judges one suite of sampled properties"))
-    protected = await Get(ProtectedPaths)
-    suite = await Get(Suite, SuiteRequest(suites[0].address)) if len(suites) == 1 else None
-    if suite is not None and suite.problem is not None:
-        findings.append(suite.problem)
-        suite = None
+    # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
+    # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input.
+    everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
+    chosen = {t.address for t in (everything if changed.since else specified) if isinstance(t, SampledPropertiesTarget)}
+    protected, suites = await MultiGet(Get(ProtectedPaths), Get(_SuitesOf, _SuitesRequest(tuple(everything))))
+    in_scope = [s for s in suites.suites if s.address in chosen]
+    runs = await MultiGet(Get(ReplayRun, ReplayRequest(s.address, candidate=candidate_digest))
+                          for s in in_scope if s.oracle is not None)
+    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in runs)
+    by_address = {r.address: (r, c) for r, c in zip(runs, outputs)}
+    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.isolation.description, run_id)
+             for s in in_scope]
+
     archive_files, freeze_files = await MultiGet(
         Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
         Get(DigestContents, PathGlobs, _folder_glob(gate.freezes_dir)),
@@ -119,43 +180,6 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     archive, archive_reasons = parse_observation_files(_by_name(archive_files), gate.observations_dir, "archive")
     freezes, freeze_reasons = parse_freeze_files(_by_name(freeze_files), gate.freezes_dir)
     findings += archive_reasons + freeze_reasons
-
-    identities = Identities(None, None, None, isolation=jail.isolation.description)
-    replay_result, replayed, witnesses, expected = None, (), {}, None
-    if suite is not None:
-        run = await Get(ReplayRun, ReplayRequest(suite.target.address, candidate=candidate_digest))
-        findings += run.reasons
-        pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
-        identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                                manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256,
-                                jail.isolation.description)
-        if manifest is not None and run.epoch.world.world_sha256 is not None:
-            expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records)
-        if run.result is not None and run.result.exit_code != 0:
-            stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
-                                   f"the replay did not evaluate: {stderr[0][:300]}"))
-        elif run.result is not None:
-            contents = await Get(DigestContents, Digest, run.output)
-            evidence = check_replay({c.path: c.content for c in contents}, "replay")
-            findings += evidence.reasons
-            replay_result, replayed, witnesses = evidence.result, evidence.observations, dict(evidence.witnesses)
-
-    guarded = protected.as_set()
-    if suite is not None and merge_base:  # what the base pinned stays protected when the change moves it
-        pin_path = run.epoch.files.pin_path
-        guarded = ProtectedSet(guarded.paths | pinned_at_base(read_at(root, merge_base, pin_path), pin_path),
-                               guarded.globs)
-    plain_folders = [g for g in guarded.globs if g.endswith("/") and not any(c in g for c in "*?[")]
-    findings += irregular_paths(root, guarded.paths, (gate.observations_dir, gate.freezes_dir), plain_folders)
-
-    oracle = ()
-    if suite is not None and merge_base and changed_set and protected_changes(changed_set, guarded):
-        oracle = oracle_changes(
-            OraclePaths(run.epoch.files.pin_path, run.manifest.manifest_path, run.manifest.catalog_path,
-                        run.manifest.predicate_paths, gate.freezes_dir, gate.observations_dir),
-            changed_set, lambda path: read_at(root, merge_base, path),
-            (lambda path: read_at(root, candidate.tree, path)) if candidate else (lambda path: read_file(root, path)))
 
     tree = candidate.reviewed_tree() if candidate else None
     if merge_base and not candidate:  # without the changed set the gate is closed already, and git said why
@@ -170,16 +194,22 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     out_or_none, unsafe = output_folder(root, wanted, fallback)
     findings += unsafe
     out = out_or_none or wanted
-    observations = (*replayed, *archive)
-    verdict = decide(Evidence(
-        identities=identities, changed=changed_set, protected=guarded, replay=replay_result,
-        observations=observations, freezes=tuple(freezes), today=today, findings=tuple(findings), expected=expected,
-        witness_paths={o.id: f"{out}/observations/{o.id}.bin" for o in replayed},
-    ))
-    result = report.Report(verdict, identities, merge_base, changed_set, guarded, replay_result,
-                           observations, oracle, mode="trusted" if gate.candidate else "local")
-    files = attestation.output_files(result, witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc),
-                                     root=root)
+
+    judgement = judge(
+        ChangeFacts(mode="trusted" if gate.candidate else "local", base=merge_base, changed=changed_set,
+                    protected=protected.as_set(),
+                    oracles=tuple(s.oracle for s in suites.suites if s.oracle is not None),
+                    archive=tuple(archive), freezes=tuple(freezes), today=today,
+                    observations_dir=gate.observations_dir, freezes_dir=gate.freezes_dir, out=out,
+                    findings=tuple(findings)),
+        facts,
+        read_base=(lambda path: read_at(root, merge_base, path)) if merge_base else None,
+        read_change=(lambda path: read_at(root, candidate.tree, path)) if candidate else (
+            lambda path: read_file(root, path)),
+        root=root)
+    result = judgement.report
+    files = attestation.output_files(result, judgement.witnesses, tree,
+                                     time=datetime.datetime.now(datetime.timezone.utc), root=root)
     if out_or_none is not None:
         digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
         workspace.write_digest(digest, clear_paths=(out,))
@@ -191,7 +221,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         console.print_stderr(printable(f"not written to {wanted}: {reason.path} is {reason.found}"))
     console.print_stderr(printable(f"report: {out}/report.json ({out}/report.md)" if out_or_none is not None
                                    else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
-    return Gate(exit_code=verdict.label.exit_code)
+    return Gate(exit_code=result.verdict.label.exit_code)
 
 
 def rules() -> list:

@@ -68,7 +68,7 @@ REQUIREMENTS_DIR = "__requirements"
 # names passed to it, after the standard library, so the change can shadow neither.
 BOOT = """import sys
 sys.path.insert(0, {runner!r})
-from epoch_gate.cli import main
+from epoch_gate.runner_main import main
 sys.exit(main())
 """
 
@@ -202,7 +202,8 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
         [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
-         "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--epoch-id", pin.epoch_id,
+         "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--suite", str(request.address),
+         "--epoch-id", pin.epoch_id,
          "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses), "--sandbox-names", ",".join(names),
          "--oracle-names", ",".join(sorted(oracle)),
          *(f"--child-path={path}" for path in requirement_paths)],

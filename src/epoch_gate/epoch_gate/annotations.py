@@ -55,9 +55,16 @@ def plain_line(reason: Mapping[str, Any]) -> str:
     return printable(f"{path}: {reason.get('severity', 'closed')} [{reason.get('code', '?')}] {_text(reason)}")
 
 
+def _all_reasons(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The repository's reasons, then each suite's (report v2)."""
+    found = [report.get("reasons")]
+    suites = report.get("suites")
+    found += [s.get("reasons") for s in suites if isinstance(s, Mapping)] if isinstance(suites, list) else []
+    return [r for reasons in found if isinstance(reasons, list) for r in reasons if isinstance(r, Mapping)]
+
+
 def lines(report: Mapping[str, Any], style: Style) -> list[str]:
-    reasons = report.get("reasons") or []
-    if style is Style.NONE or not isinstance(reasons, list):
+    if style is Style.NONE:
         return []
     render = github_line if style is Style.GITHUB else plain_line
-    return [render(r) for r in reasons if isinstance(r, Mapping)]
+    return [render(r) for r in _all_reasons(report)]

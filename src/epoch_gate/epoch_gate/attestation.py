@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import epoch_gate
 from epoch_gate import report as reports
@@ -53,9 +53,14 @@ def should_attest(report: Report) -> bool:
 
 
 def policy_identities(report: Report) -> dict[str, Optional[str]]:
-    ids = report.identities
-    return {"epoch_id": ids.epoch_id, "generator_sha256": ids.generator_sha256,
-            "manifest_sha256": ids.manifest_sha256, "world_sha256": ids.world_sha256}
+    """Every suite's identities, flat (`<address>.epoch_id`, ...): the policy the verdict was reached under."""
+    out: dict[str, Optional[str]] = {}
+    for suite in report.suites:
+        ids = suite.identities
+        out.update({f"{suite.address}.{name}": value for name, value in (
+            ("epoch_id", ids.epoch_id), ("generator_sha256", ids.generator_sha256),
+            ("manifest_sha256", ids.manifest_sha256), ("world_sha256", ids.world_sha256))})
+    return out
 
 
 def _git_uri(repository: str, commit: Optional[str]) -> str:
@@ -102,7 +107,7 @@ def statement_bytes(report: Report, tree: ReviewedTree, report_bytes: bytes, *, 
     return canonical_json(value) + b"\n"
 
 
-def output_files(report: Report, witnesses: dict[str, bytes], tree: Optional[ReviewedTree], *,
+def output_files(report: Report, witnesses: Mapping[str, bytes], tree: Optional[ReviewedTree], *,
                  time: datetime.datetime, root: Path, verifier_id: str = VERIFIER_ID) -> dict[str, bytes]:
     """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree.
 

@@ -83,8 +83,8 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["verifier"] == {"id": "pkg:generic/epoch-gate", "version": {"epoch_gate": "0.1.0"}}
     assert predicate["timeVerified"] == "2026-12-03T20:05:09Z"  # in UTC, whatever zone the clock gave
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
-    identities = {"epoch_id": "e1", "generator_sha256": "a" * 64, "manifest_sha256": "b" * 64,
-                  "world_sha256": "c" * 64}
+    identities = {"suite.epoch_id": "e1", "suite.generator_sha256": "a" * 64, "suite.manifest_sha256": "b" * 64,
+                  "suite.world_sha256": "c" * 64}
     assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
                                    "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                                    "annotations": identities}

@@ -222,7 +222,8 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
     from epoch_gate import report
     from epoch_gate.attestation import statement_bytes
     from epoch_gate.tree import repository_url
-    from epoch_gate.decision import Evidence, Identities, decide
+    from epoch_gate.decision import Evidence, Identities
+    from epoch_gate.report_test import one_suite
     from epoch_gate.tree import reviewed_tree
     from epoch_gate.tree_test import written_tree
 
@@ -241,8 +242,7 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
     assert [r.path for r in protected_changes(changed, protected)] == ["freezes/\\xff.json"]
 
     ids = Identities("e1", "a" * 64, "b" * 64)
-    verdict = decide(Evidence(ids, changed, protected, None, (), (), datetime.date(2026, 12, 2)))
-    result = report.Report(verdict, ids, commit, changed, protected, None, ())
+    result = one_suite(Evidence(ids, changed, protected, None, (), (), datetime.date(2026, 12, 2)), commit)
     files = report.output_files(result, {})
     tree = reviewed_tree(repo)  # hashed from the real bytes, as git records them
     assert tree.tree_id == written_tree(repo)

@@ -40,7 +40,7 @@ def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict
     world.mkdir()
     (world / "payments.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(10)))
     props = tuple(Property(n, "payments", f"anything:{n}", f"{n}.") for n in ("a", "b"))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", epoch_id="e1",
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1",
                         child=replay.Child(tmp_path, batch=4))
     return {p.name: p for p in result.properties}
 

@@ -38,7 +38,7 @@ def sandbox(tmp_path: Path, predicates: str, product: str = "", records: int = 2
 
 def replayed(world: Path, *props: Property) -> dict[str, replay.PropertyOutcome]:
     child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8)
-    result = replay.run(sample(Catalog(props), 1, len(props)), world, world.parent / "out", epoch_id="e1",
+    result = replay.run(sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1",
                         child=child)
     return {p.name: p for p in result.properties}
 
@@ -176,9 +176,9 @@ def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None
     assert "split_app" in outcome.detail
 
 
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.cli import main; sys.exit(main(sys.argv[2:]))"
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner_main import main; sys.exit(main(sys.argv[2:]))"
 # As the plugin starts the parent: the runner in the sandbox (writable by the child), the cwd relative.
-PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.cli import main; sys.exit(main())"
+PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.runner_main import main; sys.exit(main())"
 
 
 def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     done = subprocess.run(
         [sys.executable, "-I", "-B", "-S", "-c", BOOT, RUNNER_ROOT, "replay", "--manifest", "../manifest.json",
-         "--world", "../world", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
+         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
          "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
     assert done.stdout.startswith("fail  positive (first failed at record 7 of 20 payments records; 1 failed)")
     summary = json.loads((tmp_path / "out" / "replay.json").read_text())
@@ -205,7 +205,7 @@ def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) ->
     (vendor / "split_elsewhere.py").write_text("def positive(record):\n    return True\n")
     props = (prop("positive"), Property("zz_elsewhere", "payments", "split_elsewhere:positive", "e."))
     child = replay.Child(world.parent / "sandbox", ("split_app",), (str(vendor),), (ORACLE,))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", epoch_id="e1", child=child)
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child)
     outcomes = {p.name: p for p in result.properties}
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)
     assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-replaced")
@@ -233,7 +233,7 @@ def test_the_child_cannot_plant_modules_the_parent_imports_nor_rewrite_its_judge
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     subprocess.run(
         [sys.executable, "-I", "-B", "-S", "-c", PLUGIN_BOOT, "replay", "--manifest", "../manifest.json",
-         "--world", "../world", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
+         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
          "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
     assert (tmp_path / "sandbox" / "__epoch_gate" / "statistics.py").exists()  # planted, and never imported
     (summary,) = json.loads((tmp_path / "out" / "replay.json").read_text())["properties"]
@@ -301,7 +301,7 @@ def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -
     """)
     digest = world_sha256(world)
     result = replay.run(sample(Catalog((prop("a_small", "small"), prop("positive"))), 1, 2), world,
-                        tmp_path / "out", epoch_id="e1", child=replay.Child(tmp_path / "sandbox", ("split_app",),
+                        tmp_path / "out", suite="suite", epoch_id="e1", child=replay.Child(tmp_path / "sandbox", ("split_app",),
                                                                             oracle_names=(ORACLE,), batch=8))
     assert world_sha256(world) != digest  # it was rewritten, and the replay still read the world it hashed
     assert result.world_sha256 == digest

@@ -43,12 +43,21 @@ PIN = ["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "
        "--world", "world"]
 
 
+def all_codes(report: dict) -> set[str]:
+    """The codes of the repository's reasons and of every suite's."""
+    return {r["code"] for r in report["reasons"]} | {r["code"] for s in report["suites"] for r in s["reasons"]}
+
+
+def reported(project: Path) -> dict:
+    return json.loads((project / "dist/gate/report.json").read_text())
+
+
 def pinned_sampled_replayed(project: Path) -> None:
     """The reviewer's pin and draw, a replay over the world, and a product-only change."""
     assert main(PIN) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
     sys.modules.pop("cli_preds", None)
-    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--epoch-id", "e1",
+    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--suite", "suite", "--epoch-id", "e1",
                  "--out", "out", "--oracle-names", "cli_preds"]) == 0
     (project / "changed.txt").write_text("src/app.py\n")
 
@@ -70,8 +79,7 @@ def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[st
     (project / "fixtures" / "gen.py").write_text("print('edited')\n")
     (project / "changed.txt").write_text("src/app.py\n")
     assert main(check_args()) == 1
-    codes = {r["code"] for r in json.loads((project / "dist/gate/report.json").read_text())["reasons"]}
-    assert codes == {"generator-mismatch"}
+    assert all_codes(reported(project)) == {"generator-mismatch"}
 
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 1
     assert "epoch-id-reused" in capsys.readouterr().err
@@ -82,7 +90,7 @@ def test_check_verifies_the_replay_against_the_world(project: Path) -> None:
 
     def codes(*args: str) -> set[str]:
         main(args)
-        return {r["code"] for r in json.loads((project / "dist/gate/report.json").read_text())["reasons"]}
+        return all_codes(reported(project))
 
     without_world = [a for a in check_args() if a not in ("--world", "world")]
     assert codes(*without_world) == {"replay-incomplete", "world-mismatch"}  # nothing to check it against
@@ -96,8 +104,7 @@ def test_malformed_manifest_is_closed_without_a_traceback(project: Path, capsys:
     (project / "checks" / "manifest.json").write_bytes(b'{"seed": NaN}')
     (project / "changed.txt").write_text("")
     assert main(check_args()) == 1
-    report = json.loads((project / "dist/gate/report.json").read_text())
-    assert {"artifact-malformed", "artifact-missing"} <= {r["code"] for r in report["reasons"]}
+    assert {"artifact-malformed", "artifact-missing"} <= all_codes(reported(project))
 
 
 def test_usage_errors_exit_64_not_2(project: Path) -> None:
@@ -119,19 +126,50 @@ def test_check_in_trusted_mode_attests_the_reviewed_tree(project: Path) -> None:
     make_repo(project)
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
-    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
-             "--trust-any-base", "--today", "2026-12-02"]
+    (project / ".gitignore").write_text("dist/\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "the oracle")
+    git(project, "update-ref", "refs/remotes/origin/main", "HEAD")
+    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02"]
     assert main(check) == 1  # local mode (the default): advisory, nothing attested
-    assert json.loads((project / "dist/gate/report.json").read_text())["mode"] == "local"
+    assert reported(project)["mode"] == "local"
     assert not (project / "dist/gate/statement.intoto.json").exists()
-    assert main([*check, "--mode", "trusted"]) == 1  # no replay: closed, and attested as such
+    assert main([*check, "--candidate", "HEAD"]) == 1  # no replay: closed, and attested as such
+    assert reported(project)["mode"] == "trusted"
     statement = json.loads((project / "dist/gate/statement.intoto.json").read_text())
     assert layout_problems(statement) == []
     assert statement["predicate"]["verificationResult"] == "FAILED"
-    assert statement["predicate"]["resourceUri"] == f"git+{project.resolve().as_uri()}"  # the tree is dirty
-    assert statement["predicate"]["policy"]["uri"] == f"git+{project.resolve().as_uri()}@" + \
-        git(project, "rev-parse", "HEAD")
-    assert statement["subject"][0]["digest"] == {"gitTree": statement["subject"][0]["digest"]["gitTree"]}
+    head = git(project, "rev-parse", "HEAD")
+    assert statement["predicate"]["resourceUri"] == f"git+{project.resolve().as_uri()}@{head}"
+    assert statement["predicate"]["policy"]["uri"] == f"git+{project.resolve().as_uri()}@{head}"
+    (project / "fixtures" / "gen.py").write_text("print('the judge is dirty')\n")
+    assert main([*check, "--candidate", "HEAD"]) == 1
+    assert "base-untrusted" in all_codes(reported(project)) or "changed-set-unavailable" in all_codes(
+        reported(project))
+
+
+def test_check_judges_several_suites_from_a_suites_file(project: Path) -> None:
+    pinned_sampled_replayed(project)
+    (project / "suites.json").write_text(json.dumps([
+        {"address": "suite", "pin": "fixtures/EPOCH", "generator": "fixtures/gen.py", "inputs": ["fixtures/base.json"],
+         "manifest": "checks/manifest.json", "catalog": "checks/catalog.yaml", "replay": "out", "world": "world"},
+        {"address": "other", "pin": "fixtures/EPOCH", "generator": "fixtures/gen.py", "inputs": ["fixtures/base.json"],
+         "manifest": "checks/manifest.json", "catalog": "checks/catalog.yaml", "replay": "out", "world": "world"},
+    ]))
+    args = ["check", "--suites", "suites.json", "--changed-file", "changed.txt", "--today", "2026-12-02"]
+    assert main(args) == 1
+    report = reported(project)
+    verdicts = {s["address"]: s["verdict"] for s in report["suites"]}
+    # The replay was run as "suite": it is not evidence for "other".
+    assert verdicts == {"suite": "eligible", "other": "closed"}
+    assert {r["code"] for s in report["suites"] if s["address"] == "other" for r in s["reasons"]} >= {"suite-mismatch"}
+    assert report["summary"] == {"suites": 2, "eligible": 1, "hold": 0, "closed": 1}
+
+
+def test_check_with_no_suite_is_closed(project: Path) -> None:
+    (project / "changed.txt").write_text("src/app.py\n")
+    assert main(["check", "--changed-file", "changed.txt", "--today", "2026-12-02"]) == 1
+    assert "artifact-missing" in all_codes(reported(project))
 
 
 def test_check_without_a_base_takes_the_merge_base_with_the_trusted_ref(project: Path) -> None:
@@ -144,9 +182,9 @@ def test_check_without_a_base_takes_the_merge_base_with_the_trusted_ref(project:
     git(project, "add", "-A")
     git(project, "commit", "-qm", "a local commit")
     main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02"])
-    report = json.loads((project / "dist/gate/report.json").read_text())
+    report = reported(project)
     assert report["base"] == reviewed
-    assert not {"base-untrusted", "changed-set-unavailable"} & {r["code"] for r in report["reasons"]}
+    assert not {"base-untrusted", "changed-set-unavailable"} & all_codes(report)
 
 
 def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
@@ -157,7 +195,7 @@ def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
     (project / "odd\nname.txt").write_text("a path `git hash-object --stdin-paths` cannot take\n")
     main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
           "--trust-any-base", "--today", "2026-12-02"])
-    report = json.loads((project / "dist/gate/report.json").read_text())
+    report = reported(project)
     assert report["verdict"] == "closed"
     assert any(r["code"] == "changed-set-unavailable" and "newline" in r["message"] for r in report["reasons"])
     assert not (project / "dist/gate/statement.intoto.json").exists()

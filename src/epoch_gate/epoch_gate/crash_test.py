@@ -42,7 +42,7 @@ WRITERS = {
     "witness": """
 from epoch_gate.observations import make_observation, write_observation
 w = b"x" * 100_000
-o = make_observation(epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=w, bound="b", line=1,
+o = make_observation(suite="suite", epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=w, bound="b", line=1,
                      detail="d")
 write_observation(Path(sys.argv[1]), o, w)
 """,
@@ -151,7 +151,7 @@ def test_concurrent_writers_of_the_same_observation_agree(tmp_path: Path) -> Non
 
 def test_a_kill_never_lets_a_status_record_stand_without_its_bytes(tmp_path: Path) -> None:
     witness = b"w"
-    o = make_observation(epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=witness, bound="b",
+    o = make_observation(suite="suite", epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=witness, bound="b",
                          line=1, detail="d")
     folder = tmp_path / "obs"
     write_observation(folder, o, witness)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
@@ -54,9 +54,26 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class SuiteEvidence:
+    """What the caller observed of one suite. `findings` are the reasons loading and verifying its pin,
+    manifest and world already produced; `observations` this replay's and the archive's, `freezes` the
+    freezes naming this suite; a None replay means it is unavailable."""
+
+    address: str
+    identities: Identities
+    replay: Optional[ReplayResult]
+    observations: tuple[Observation, ...]
+    freezes: tuple[Freeze, ...]
+    today: datetime.date
+    findings: tuple[Reason, ...] = ()
+    witness_paths: Mapping[str, str] = field(default_factory=dict)
+    expected: Optional[Expected] = None  # None: the manifest or the world could not be read
+
+
+@dataclass(frozen=True)
 class Evidence:
-    """What the caller observed. `findings` are the reasons loading and verifying already produced
-    (pin, manifest, catalog, archive, freezes); a None changed set or replay means it is unavailable."""
+    """One suite and the change: the repository-wide facts (`findings`, the changed and protected sets)
+    with the suite's own. A None changed set means it is unavailable."""
 
     identities: Identities
     changed: Optional[tuple[ChangedPath, ...]]
@@ -66,8 +83,9 @@ class Evidence:
     freezes: tuple[Freeze, ...]
     today: datetime.date
     findings: tuple[Reason, ...] = ()
-    witness_paths: dict[str, str] = field(default_factory=dict)
-    expected: Optional[Expected] = None  # None: the manifest or the world could not be read
+    witness_paths: Mapping[str, str] = field(default_factory=dict)
+    expected: Optional[Expected] = None
+    suite: str = "suite"
 
 
 _ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.PREDICATE_REPLACED)}
@@ -139,79 +157,94 @@ def _freeze_problems(freeze: Freeze, cited: Optional[Observation], epoch_id: Opt
     return problems
 
 
-def decide(evidence: Evidence) -> Verdict:
-    """Runs every check and returns every reason; the default is deny.
+def label_of(reasons: Sequence[Reason]) -> Label:
+    """Any closing reason closes; any other reason holds; none is eligible."""
+    if any(r.code.severity is Severity.CLOSED for r in reasons):
+        return Label.CLOSED
+    return Label.HOLD if reasons else Label.ELIGIBLE
 
-    1. Findings from loading and verifying the artifacts (pin, manifest, catalog, archive, freezes).
-    2. The changed set: unavailable, or touching a protected path.
-    3. The replay: missing, from another epoch or manifest, or a property that failed or errored.
-    4. Freezes: each must cite a present, same-epoch flake observation with valid bytes, and not be expired.
-    5. Flakes: each must be covered by a valid freeze (then hold), else closed.
-    6. Valid freezes that cover no current flake hold the change until they are deleted.
+
+def changed_reasons(changed: Optional[tuple[ChangedPath, ...]], protected: ProtectedSet,
+                    findings: Sequence[Reason] = ()) -> list[Reason]:
+    """The changed set: unavailable, or touching a protected path (the repository's, not a suite's)."""
+    if changed is not None:
+        return list(protected_changes(changed, protected))
+    if any(r.code is Code.CHANGED_SET_UNAVAILABLE for r in findings):
+        return []
+    return [Reason(Code.CHANGED_SET_UNAVAILABLE, ".", "a changed set", "none", "the changed set could not be computed")]
+
+
+def _replay_reasons(evidence: SuiteEvidence, by_id: Mapping[str, Observation]) -> tuple[list[Reason], list[Observation]]:
+    """The replay: missing, of another suite, epoch or manifest, incomplete, or a property that failed or
+    errored; and the flakes it found."""
+    ids, replay, reasons, flakes = evidence.identities, evidence.replay, [], []
+    if replay is None:
+        return [Reason(Code.REPLAY_FAILED, evidence.address, "a replay of the sampled properties", "none",
+                       "no replay result: the sampled properties were not evaluated")], []
+    if not replay.properties:
+        reasons.append(Reason(Code.REPLAY_FAILED, evidence.address, "at least one property", "none",
+                              "the replay evaluated no property"))
+    if replay.suite != evidence.address:
+        reasons.append(Reason(Code.SUITE_MISMATCH, evidence.address, expected=evidence.address, found=replay.suite,
+                              message="the replay's summary is another suite's"))
+    reasons.extend(replay_problems(replay, ids, evidence.expected))
+    if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
+        reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, evidence.address,
+                              expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
+                              found=f"{replay.epoch_id} / {replay.manifest_sha256}",
+                              message="the replay ran for another epoch or manifest"))
+    for outcome in replay.properties:
+        if outcome.outcome == "error":
+            # Only these codes pass through: a summary naming a hold code must not soften an error.
+            code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
+            reasons.append(Reason(code, outcome.name, "an evaluated property", "error",
+                                  f"{outcome.name}: {outcome.detail}"))
+        for oid in outcome.observation_ids:
+            observation = by_id.get(oid)
+            path = evidence.witness_paths.get(oid, oid)
+            if observation is None or observation.source != "replay":
+                reasons.append(Reason(Code.OBSERVATION_WITNESS_MISSING, path, expected=oid, found="missing",
+                                      message=f"{outcome.name}: the replay's observation is missing"))
+            elif observation.epoch_id != ids.epoch_id:
+                reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, path, expected=str(ids.epoch_id),
+                                      found=observation.epoch_id, message="observation from another epoch"))
+            elif observation.is_flake:
+                flakes.append(observation)
+            else:
+                code = Code.PREDICATE_ERROR if observation.detail.startswith(RAISED) else Code.PROPERTY_FAILED
+                reasons.append(Reason(code, path, expected=f"{outcome.name} holds",
+                                      found=f"violated by {outcome.bound} line {observation.line} "
+                                            f"(witness {observation.witness_sha256[:12]})",
+                                      message=f"{outcome.name}: {observation.detail}"))
+    return reasons, flakes
+
+
+def judge_suite(evidence: SuiteEvidence) -> Verdict:
+    """One suite's verdict; every check runs and the default is deny.
+
+    1. Findings from loading and verifying its artifacts (pin, manifest, catalog, world).
+    2. The replay: missing, of another suite, epoch or manifest, or a property that failed or errored.
+    3. Freezes: each must cite a present, same-epoch flake observation of this suite with valid bytes, and
+       not be expired.
+    4. Flakes: each must be covered by a valid freeze (then hold), else closed.
+    5. Valid freezes that cover no current flake hold the suite until they are deleted.
     """
     reasons: list[Reason] = list(evidence.findings)
-    ids = evidence.identities
+    # Only this suite's evidence counts; the same id can be both replayed and archived, and this run's
+    # replay takes precedence.
+    mine = [o for o in evidence.observations if o.suite == evidence.address]
+    by_id = {o.id: o for o in sorted(mine, key=lambda o: o.source != "archive")}
+    replayed, flakes = _replay_reasons(evidence, by_id)
+    reasons.extend(replayed)
 
-    # 2. The changed set.
-    if evidence.changed is None:
-        if not any(r.code is Code.CHANGED_SET_UNAVAILABLE for r in reasons):
-            reasons.append(Reason(Code.CHANGED_SET_UNAVAILABLE, ".", "a changed set", "none",
-                                  "the changed set could not be computed"))
-    else:
-        reasons.extend(protected_changes(evidence.changed, evidence.protected))
-
-    # 3. The replay.
-    # The same id can be both replayed and archived; this run's replay takes precedence.
-    by_id = {o.id: o for o in sorted(evidence.observations, key=lambda o: o.source != "archive")}
-    flakes: list[Observation] = []
-    replay = evidence.replay
-    if replay is None:
-        reasons.append(Reason(Code.REPLAY_FAILED, "", "a replay of the sampled properties", "none",
-                              "no replay result: the sampled properties were not evaluated"))
-    else:
-        if not replay.properties:
-            reasons.append(Reason(Code.REPLAY_FAILED, "", "at least one property", "none",
-                                  "the replay evaluated no property"))
-        reasons.extend(replay_problems(replay, ids, evidence.expected))
-        if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
-            reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, "",
-                                  expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
-                                  found=f"{replay.epoch_id} / {replay.manifest_sha256}",
-                                  message="the replay ran for another epoch or manifest"))
-        for outcome in replay.properties:
-            if outcome.outcome == "error":
-                # Only these codes pass through: a summary naming a hold code must not soften an error.
-                code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
-                reasons.append(Reason(code, outcome.name, "an evaluated property", "error",
-                                      f"{outcome.name}: {outcome.detail}"))
-            for oid in outcome.observation_ids:
-                observation = by_id.get(oid)
-                path = evidence.witness_paths.get(oid, oid)
-                if observation is None or observation.source != "replay":
-                    reasons.append(Reason(Code.OBSERVATION_WITNESS_MISSING, path, expected=oid, found="missing",
-                                          message=f"{outcome.name}: the replay's observation is missing"))
-                elif observation.epoch_id != ids.epoch_id:
-                    reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, path, expected=str(ids.epoch_id),
-                                          found=observation.epoch_id, message="observation from another epoch"))
-                elif observation.is_flake:
-                    flakes.append(observation)
-                else:
-                    code = Code.PREDICATE_ERROR if observation.detail.startswith(RAISED) else Code.PROPERTY_FAILED
-                    reasons.append(Reason(code, path, expected=f"{outcome.name} holds",
-                                          found=f"violated by {outcome.bound} line {observation.line} "
-                                                f"(witness {observation.witness_sha256[:12]})",
-                                          message=f"{outcome.name}: {observation.detail}"))
-
-    # 4. Freezes.
     valid: dict[str, Freeze] = {}
     for freeze in evidence.freezes:
-        cited = by_id.get(freeze.observation_id)
-        problems = _freeze_problems(freeze, cited, ids.epoch_id, evidence.today)
+        problems = _freeze_problems(freeze, by_id.get(freeze.observation_id), evidence.identities.epoch_id,
+                                    evidence.today)
         reasons.extend(problems)
         if not problems:
             valid[freeze.observation_id] = freeze
 
-    # 5. Flakes.
     for flake in flakes:
         path = evidence.witness_paths.get(flake.id, flake.id)
         if flake.id in valid:
@@ -224,15 +257,18 @@ def decide(evidence: Evidence) -> Verdict:
                                   found="none", message=f"{flake.property} failed once and passed its rerun on "
                                                         "the same bytes; no valid freeze covers it"))
 
-    # 6. Freezes that no longer cover anything.
     for oid, freeze in sorted(valid.items()):
         reasons.append(Reason(Code.FREEZE_UNUSED, freeze.path, expected="a current flake", found=oid,
                               message="the freeze covers no flake of this replay: delete it"))
+    return Verdict(label_of(reasons), tuple(reasons))
 
-    if any(r.code.severity is Severity.CLOSED for r in reasons):
-        label = Label.CLOSED
-    elif reasons:
-        label = Label.HOLD
-    else:
-        label = Label.ELIGIBLE
-    return Verdict(label, tuple(reasons))
+
+def decide(evidence: Evidence) -> Verdict:
+    """The verdict on a change judged with one suite: the repository's findings and changed set, then the
+    suite's own checks (judge_suite)."""
+    reasons = [*evidence.findings, *changed_reasons(evidence.changed, evidence.protected, evidence.findings)]
+    suite = judge_suite(SuiteEvidence(
+        evidence.suite, evidence.identities, evidence.replay, evidence.observations, evidence.freezes,
+        evidence.today, (), evidence.witness_paths, evidence.expected))
+    reasons.extend(suite.reasons)
+    return Verdict(label_of(reasons), tuple(reasons))

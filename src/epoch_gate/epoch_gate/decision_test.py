@@ -26,13 +26,13 @@ PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "checks/manifest.json"}), 
 
 def observation(prop: str = "retry_applies_once", status: str = "flake", epoch: str = "e1",
                 source: str = "replay", witness: bytes = b'{"id":1}') -> Observation:
-    made = make_observation(epoch_id=epoch, prop=prop, status=status, rerun_passed=status == "flake",
+    made = make_observation(suite="suite", epoch_id=epoch, prop=prop, status=status, rerun_passed=status == "flake",
                             witness=witness, bound="retries", line=1, detail="predicate returned False")
     return dataclasses.replace(made, source=source)
 
 
 def replay(*outcomes: PropertyOutcome) -> ReplayResult:
-    return ReplayResult("e1", "m" * 64, "w" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
+    return ReplayResult("suite", "e1", "m" * 64, "w" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
 
 
 def outcome_for(obs: Observation) -> PropertyOutcome:
@@ -42,7 +42,7 @@ def outcome_for(obs: Observation) -> PropertyOutcome:
 
 def freeze(obs: Observation, *, epoch: str = "e1", expires: datetime.date = datetime.date(2026, 12, 31),
            name: str = "freezes/f.json") -> Freeze:
-    return Freeze(name, obs.id, epoch, expires, "flaky upstream sandbox; ticket 123")
+    return Freeze(name, obs.id, "suite", epoch, expires, "flaky upstream sandbox; ticket 123")
 
 
 def evidence(**overrides: object) -> Evidence:
@@ -195,7 +195,7 @@ def test_freeze_naming_a_test_is_closed() -> None:
 
     def with_freeze(cites: bytes, *, flaky: bool = True) -> Evidence:
         """The freeze folder holding one freeze, as the gate loads it; with this replay's flake when flaky."""
-        body = b'{%s,"epoch_id":"e1","expires_on":"2026-12-31","reason":"flaky upstream sandbox"}' % cites
+        body = b'{%s,"suite":"suite","epoch_id":"e1","expires_on":"2026-12-31","reason":"flaky upstream sandbox"}' % cites
         freezes, findings = parse_freeze_files({"retry.json": body}, "freezes")
         flakes = (flake,) if flaky else ()
         return evidence(replay=replay(*map(outcome_for, flakes)), observations=flakes, freezes=tuple(freezes),

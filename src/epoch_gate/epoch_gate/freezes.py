@@ -22,12 +22,13 @@ ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 class Freeze:
     path: str
     observation_id: str
+    suite: str  # the sampled_properties target it is judged with, and only with
     epoch_id: str
     expires_on: datetime.date
     reason: str
 
     def to_json(self) -> dict[str, str]:
-        return {"observation_id": self.observation_id, "epoch_id": self.epoch_id,
+        return {"observation_id": self.observation_id, "suite": self.suite, "epoch_id": self.epoch_id,
                 "expires_on": self.expires_on.isoformat(), "reason": self.reason}
 
     def to_bytes(self) -> bytes:
@@ -55,15 +56,18 @@ def parse_freeze(data: bytes, path: str) -> Freeze:
         cited = str(raw.get("test", raw.get("test_name")))[:80]
         raise fail(Code.FREEZE_CITES_TEST, path, "a freeze must cite an observation id, not a test name",
                    expected="observation_id", found=cited)
-    raw = strictjson.require_object(raw, path, {"observation_id": str, "epoch_id": str, "expires_on": str,
-                                                "reason": str})
+    raw = strictjson.require_object(raw, path, {"observation_id": str, "suite": str, "epoch_id": str,
+                                                "expires_on": str, "reason": str})
     if not OBSERVATION_ID.match(raw["observation_id"]):
         raise fail(Code.FREEZE_CITES_TEST, path,
                    "a freeze must cite an observation id (<property>-<24 hex>), not a test name",
                    expected=OBSERVATION_ID.pattern, found=raw["observation_id"][:80])
     if not raw["reason"].strip():
         raise fail(Code.ARTIFACT_MALFORMED, path, "a freeze must say why", expected="a reason", found="empty")
-    return Freeze(path, raw["observation_id"], raw["epoch_id"], parse_date(raw["expires_on"], path),
+    if not raw["suite"].strip():
+        raise fail(Code.ARTIFACT_MALFORMED, path, "a freeze must name its suite",
+                   expected="the address of a sampled_properties target", found="empty")
+    return Freeze(path, raw["observation_id"], raw["suite"], raw["epoch_id"], parse_date(raw["expires_on"], path),
                   raw["reason"])
 
 

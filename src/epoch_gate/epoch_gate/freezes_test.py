@@ -11,7 +11,7 @@ OID = "retry_applies_once-" + "a" * 24
 
 
 def test_valid_freeze() -> None:
-    freeze = parse_freeze(b'{"observation_id":"%s","epoch_id":"e1","expires_on":"2026-12-31","reason":"r"}'
+    freeze = parse_freeze(b'{"observation_id":"%s","suite":"s","epoch_id":"e1","expires_on":"2026-12-31","reason":"r"}'
                           % OID.encode(), "freezes/f.json")
     assert freeze.expires_on == datetime.date(2026, 12, 31)
     assert not freeze.expired(datetime.date(2026, 12, 30))
@@ -21,17 +21,17 @@ def test_valid_freeze() -> None:
 @pytest.mark.parametrize(
     "body, code",
     [
-        (b'{"test":"tests/test_retry.py::test_retry","epoch_id":"e1","expires_on":"2026-12-31","reason":"r"}',
+        (b'{"test":"tests/test_retry.py::test_retry","suite":"s","epoch_id":"e1","expires_on":"2026-12-31","reason":"r"}',
          Code.FREEZE_CITES_TEST),
-        (b'{"observation_id":"tests/test_retry.py::test_retry","epoch_id":"e1","expires_on":"2026-12-31",'
+        (b'{"observation_id":"tests/test_retry.py::test_retry","suite":"s","epoch_id":"e1","expires_on":"2026-12-31",'
          b'"reason":"r"}', Code.FREEZE_CITES_TEST),
-        (b'{"observation_id":"%s","epoch_id":"e1","expires_on":"2026-02-30","reason":"r"}' % OID.encode(),
+        (b'{"observation_id":"%s","suite":"s","epoch_id":"e1","expires_on":"2026-02-30","reason":"r"}' % OID.encode(),
          Code.ARTIFACT_MALFORMED),
-        (b'{"observation_id":"%s","epoch_id":"e1","expires_on":"31/12/2026","reason":"r"}' % OID.encode(),
+        (b'{"observation_id":"%s","suite":"s","epoch_id":"e1","expires_on":"31/12/2026","reason":"r"}' % OID.encode(),
          Code.ARTIFACT_MALFORMED),
-        (b'{"observation_id":"%s","epoch_id":"e1","expires_on":"2026-12-31","reason":" "}' % OID.encode(),
+        (b'{"observation_id":"%s","suite":"s","epoch_id":"e1","expires_on":"2026-12-31","reason":" "}' % OID.encode(),
          Code.ARTIFACT_MALFORMED),
-        (b'{"observation_id":"%s","epoch_id":"e1","expires_on":"2026-12-31"}' % OID.encode(),
+        (b'{"observation_id":"%s","suite":"s","epoch_id":"e1","expires_on":"2026-12-31"}' % OID.encode(),
          Code.ARTIFACT_MALFORMED),
     ],
 )

@@ -102,7 +102,7 @@ CATALOG_BYTES = b"""properties:
     description: Two.
 """
 VALID_MANIFEST = sample(parse_catalog(CATALOG_BYTES, "c"), 7, 1).to_bytes()
-VALID_FREEZE = Freeze("f.json", "p-" + "a" * 24, "e1", datetime.date(2027, 1, 1), "r").to_bytes()
+VALID_FREEZE = Freeze("f.json", "p-" + "a" * 24, "suite", "e1", datetime.date(2027, 1, 1), "r").to_bytes()
 
 
 @given(edits)
@@ -162,9 +162,9 @@ def test_evidence_with_any_closed_finding_is_never_eligible(codes: list[Code], f
 
 
 TODAY = datetime.date(2026, 12, 2)
-FLAKE = make_observation(epoch_id="e1", prop="p", status="flake", rerun_passed=True, witness=b"w", bound="b",
+FLAKE = make_observation(suite="suite", epoch_id="e1", prop="p", status="flake", rerun_passed=True, witness=b"w", bound="b",
                          line=1, detail="d")
-FAIL = make_observation(epoch_id="e1", prop="q", status="fail", rerun_passed=False, witness=b"v", bound="b",
+FAIL = make_observation(suite="suite", epoch_id="e1", prop="q", status="fail", rerun_passed=False, witness=b"v", bound="b",
                         line=1, detail="d")
 
 
@@ -179,10 +179,10 @@ def _evidence(flaky: bool, failed: bool, frozen: bool, protected_touch: bool, ar
         observations.append(FAIL)
     if archive:
         observations.append(dataclasses.replace(FLAKE, source="archive"))
-    freezes = (Freeze("freezes/f.json", FLAKE.id, "e1", datetime.date(2027, 1, 1), "r"),) if frozen else ()
+    freezes = (Freeze("freezes/f.json", FLAKE.id, "suite", "e1", datetime.date(2027, 1, 1), "r"),) if frozen else ()
     changed = (ChangedPath("fixtures/EPOCH" if protected_touch else "src/x.py", "modified"),)
     return Evidence(Identities("e1", "g", "m", "w"), changed, ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
-                    ReplayResult("e1", "m", "w", tuple(outcomes)), tuple(observations), freezes, TODAY,
+                    ReplayResult("suite", "e1", "m", "w", tuple(outcomes)), tuple(observations), freezes, TODAY,
                     expected=Expected(tuple((o.name, o.bound) for o in outcomes), {"b": 1}))
 
 

@@ -18,15 +18,17 @@ STATUSES = ("fail", "flake")
 MAX_WITNESS_BYTES = 4 * 1024 * 1024
 
 
-def observation_id(prop: str, witness: bytes) -> str:
-    """Content-addressed: the same failure has the same id on every machine."""
-    digest = sha256_bytes(prop.encode("utf-8") + b"\0" + witness)
+def observation_id(suite: str, prop: str, witness: bytes) -> str:
+    """Content-addressed: the same failure of the same suite has the same id on every machine, and two
+    suites that share a property name and a witness's bytes never share an id."""
+    digest = sha256_bytes(suite.encode("utf-8") + b"\0" + prop.encode("utf-8") + b"\0" + witness)
     return f"{prop}-{digest[:24]}"
 
 
 @dataclass(frozen=True)
 class Observation:
     id: str
+    suite: str  # the address of the sampled_properties target whose replay found it
     epoch_id: str
     property: str
     status: str
@@ -42,14 +44,14 @@ class Observation:
         return self.status == "flake" and self.rerun_passed
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "epoch_id": self.epoch_id, "property": self.property, "status": self.status,
+        return {"id": self.id, "suite": self.suite, "epoch_id": self.epoch_id, "property": self.property, "status": self.status,
                 "rerun_passed": self.rerun_passed, "witness_sha256": self.witness_sha256,
                 "bound": self.bound, "line": self.line, "detail": self.detail}
 
 
-def make_observation(*, epoch_id: str, prop: str, status: str, rerun_passed: bool, witness: bytes,
+def make_observation(*, suite: str, epoch_id: str, prop: str, status: str, rerun_passed: bool, witness: bytes,
                      bound: str, line: int, detail: str) -> Observation:
-    return Observation(observation_id(prop, witness), epoch_id, prop, status, rerun_passed,
+    return Observation(observation_id(suite, prop, witness), suite, epoch_id, prop, status, rerun_passed,
                        sha256_bytes(witness), bound, line, detail, "replay")
 
 
@@ -62,7 +64,7 @@ def write_observation(folder: Path, observation: Observation, witness: bytes) ->
 def parse_observation(data: bytes, witness: Optional[bytes], path: str, stem: str, source: str) -> Observation:
     raw = strictjson.require_object(
         strictjson.loads(data, path), path,
-        {"id": str, "epoch_id": str, "property": str, "status": str, "rerun_passed": bool,
+        {"id": str, "suite": str, "epoch_id": str, "property": str, "status": str, "rerun_passed": bool,
          "witness_sha256": str},
         optional={"bound": str, "line": int, "detail": str},
     )
@@ -82,11 +84,12 @@ def parse_observation(data: bytes, witness: Optional[bytes], path: str, stem: st
     if got != raw["witness_sha256"]:
         raise fail(Code.OBSERVATION_WITNESS_MISMATCH, path, "witness bytes do not match witness_sha256",
                    expected=raw["witness_sha256"][:80], found=got)
-    derived = observation_id(raw["property"], witness)
+    derived = observation_id(raw["suite"], raw["property"], witness)
     if derived != raw["id"]:
-        raise fail(Code.OBSERVATION_ID_MISMATCH, path, "id is not derived from the property and witness bytes",
+        raise fail(Code.OBSERVATION_ID_MISMATCH, path,
+                   "id is not derived from the suite, the property and the witness bytes",
                    expected=derived, found=raw["id"])
-    return Observation(raw["id"], raw["epoch_id"], raw["property"], raw["status"], raw["rerun_passed"],
+    return Observation(raw["id"], raw["suite"], raw["epoch_id"], raw["property"], raw["status"], raw["rerun_passed"],
                        raw["witness_sha256"], raw.get("bound", ""), raw.get("line", 0), raw.get("detail", ""),
                        source)
 

@@ -17,7 +17,7 @@ WITNESS = b'{"id":7,"refund":500,"captured":100}'
 
 
 def write(folder: Path, witness: bytes = WITNESS, status: str = "fail") -> str:
-    observation = make_observation(epoch_id="e1", prop="refund_le_captured", status=status,
+    observation = make_observation(suite="suite", epoch_id="e1", prop="refund_le_captured", status=status,
                                    rerun_passed=status == "flake", witness=witness, bound="payments", line=7,
                                    detail="predicate returned False")
     write_observation(folder, observation, witness)
@@ -90,7 +90,7 @@ def slow_fsync(fd):
 atomic.os.fsync = slow_fsync
 from epoch_gate.observations import make_observation, write_observation
 w = b"x" * 2_000_000
-o = make_observation(epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=w, bound="b", line=1,
+o = make_observation(suite="suite", epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=w, bound="b", line=1,
                      detail="d")
 write_observation(Path(sys.argv[1]), o, w)
 print("done", flush=True)

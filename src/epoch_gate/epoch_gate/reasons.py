@@ -32,6 +32,7 @@ class Code(enum.Enum):
     GENERATOR_FAILED = "generator-failed"
     ISOLATION_UNAVAILABLE = "isolation-unavailable"
     EPOCH_ID_REUSED = "epoch-id-reused"
+    EPOCH_ID_DUPLICATE = "epoch-id-duplicate"  # two fixtures in scope pin the same epoch id
     # The manifest and catalog.
     MANIFEST_DIGEST_MISMATCH = "manifest-digest-mismatch"
     MANIFEST_NOT_DRAW = "manifest-not-draw"
@@ -48,8 +49,9 @@ class Code(enum.Enum):
     MODULE_SHADOWED = "module-shadowed"
     PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"
-    REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"
-    BUILD_FILE_CODE = "build-file-code"  # trusted mode: a changed BUILD file that is more than declarations  # the replay's third-party resolve did not build
+    REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"  # the replay's third-party resolve did not build
+    BUILD_FILE_CODE = "build-file-code"  # trusted mode: a changed BUILD file that is more than declarations
+    SUITE_MISMATCH = "suite-mismatch"  # a replay's summary names another suite than the one replayed
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"
     OBSERVATION_WITNESS_MISSING = "observation-witness-missing"

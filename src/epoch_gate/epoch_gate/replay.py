@@ -43,7 +43,7 @@ from epoch_gate.world import LoadedWorld, load_world, record_batches
 OUTCOMES = ("pass", "fail", "flake", "error")
 SUMMARY = "replay.json"
 OBSERVATIONS = "observations"
-SCHEMA = 2
+SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,14 @@ class PropertyOutcome:
 
 @dataclass(frozen=True)
 class ReplayResult:
+    suite: str  # the sampled_properties target it replayed: the gate checks it is the one it asked for
     epoch_id: str
     manifest_sha256: str
     world_sha256: str  # the world the replay actually read: the gate compares it with the pin's
     properties: tuple[PropertyOutcome, ...]
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": SCHEMA, "epoch_id": self.epoch_id, "manifest_sha256": self.manifest_sha256,
+        return {"schema": SCHEMA, "suite": self.suite, "epoch_id": self.epoch_id, "manifest_sha256": self.manifest_sha256,
                 "world_sha256": self.world_sha256, "properties": [p.to_json() for p in self.properties]}
 
 
@@ -177,7 +178,7 @@ Observed = list[tuple[Observation, bytes]]  # (observation, witness): written on
 
 
 def replay_property(channel: Channel, index: int, prop: Property, judge_with: Optional[Judge], world: LoadedWorld,
-                    epoch_id: str, max_witnesses: int, batch: int) -> tuple[PropertyOutcome, Observed]:
+                    suite: str, epoch_id: str, max_witnesses: int, batch: int) -> tuple[PropertyOutcome, Observed]:
     try:
         count, violations, reruns = _scan(channel, index, prop, world, judge_with, batch)
     except ChildFailed as failed:
@@ -196,7 +197,7 @@ def replay_property(channel: Channel, index: int, prop: Property, judge_with: Op
                 if failures > max_witnesses:
                     continue  # counted; the saved witnesses already show that it fails
             observation = make_observation(
-                epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
+                suite=suite, epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
                 rerun_passed=rerun_held, witness=violation.witness, bound=prop.bound, line=violation.line,
                 detail=violation.detail)
             observed.append((observation, violation.witness))
@@ -245,7 +246,7 @@ def _calls(properties: Iterable[Property]) -> list[str]:
     return [f"probe={p.probe}" if p.probe else f"predicate={p.predicate}" for p in properties]
 
 
-def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Child,
+def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str, child: Child,
         max_witnesses: int = 1) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the judges; then the sandbox leaves the import path.
@@ -258,7 +259,8 @@ def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Chi
                       child.child_path)
     try:
         results = [(judge_with, []) if isinstance(judge_with, PropertyOutcome) else
-                   replay_property(channel, index, prop, judge_with, loaded, epoch_id, max_witnesses, child.batch)
+                   replay_property(channel, index, prop, judge_with, loaded, suite, epoch_id, max_witnesses,
+                                   child.batch)
                    for index, (prop, judge_with) in enumerate(zip(manifest.properties, judges))]
     except BaseException:
         channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
@@ -278,14 +280,14 @@ def run(manifest: Manifest, world: Path, out: Path, *, epoch_id: str, child: Chi
     if ended is not None:  # the channel carried more than the child's answers: none of them is evidence
         outcomes = [o if o.outcome == "error" else dataclasses.replace(
             o, outcome="error", detail=ended.detail, error_code=ended.code.value) for o in outcomes]
-    result = ReplayResult(epoch_id, manifest.manifest_sha256, digest, tuple(outcomes))
+    result = ReplayResult(suite, epoch_id, manifest.manifest_sha256, digest, tuple(outcomes))
     replace_file(out / SUMMARY, canonical_json(result.to_json()) + b"\n")
     return result
 
 
 def parse_result(data: bytes, path: str) -> ReplayResult:
     raw = strictjson.require_object(strictjson.loads(data, path), path,
-                                    {"schema": int, "epoch_id": str, "manifest_sha256": str, "world_sha256": str,
+                                    {"schema": int, "suite": str, "epoch_id": str, "manifest_sha256": str, "world_sha256": str,
                                      "properties": list})
     if raw["schema"] != SCHEMA:
         raise fail(Code.ARTIFACT_MALFORMED, path, "the replay summary has another schema",
@@ -301,7 +303,7 @@ def parse_result(data: bytes, path: str) -> ReplayResult:
         outcomes.append(PropertyOutcome(entry["name"], entry["bound"], entry["records"], entry["outcome"],
                                         tuple(entry["observations"]), entry["detail"], entry["error_code"],
                                         entry["failures"], entry.get("first_failure", 0)))
-    return ReplayResult(raw["epoch_id"], raw["manifest_sha256"], raw["world_sha256"], tuple(outcomes))
+    return ReplayResult(raw["suite"], raw["epoch_id"], raw["manifest_sha256"], raw["world_sha256"], tuple(outcomes))
 
 
 def load_result(path: Path, display: str) -> ReplayResult:

@@ -50,7 +50,7 @@ def world(tmp_path: Path) -> Path:
 def run(world: Path, out: Path, *names: str) -> replay.ReplayResult:
     props = tuple(Property(n, "payments", f"replay_preds:{n}", f"{n}.") for n in names)
     manifest = sample(Catalog(props), 1, len(props))
-    return replay.run(manifest, world, out, epoch_id="e1", child=child(world))
+    return replay.run(manifest, world, out, suite="suite", epoch_id="e1", child=child(world))
 
 
 def child(world: Path, *names: str) -> replay.Child:
@@ -68,7 +68,7 @@ def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
     by_prop = {o.property: o for o in observations}
     witness = (out / "observations" / f"{by_prop['positive'].id}.bin").read_bytes()
     assert json.loads(witness) == {"id": 3, "amount": -5}  # exactly the offending record
-    assert by_prop["positive"].id == observation_id("positive", witness)
+    assert by_prop["positive"].id == observation_id("suite", "positive", witness)
     assert by_prop["flaky"].status == "flake" and by_prop["flaky"].rerun_passed
     assert "KeyError" in by_prop["raises"].detail
     assert "not bool" in by_prop["not_bool"].detail
@@ -86,7 +86,7 @@ def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -
 def test_missing_bound_and_missing_predicate_are_errors(world: Path, tmp_path: Path) -> None:
     props = (Property("a", "orders", "replay_preds:positive", "a."),
              Property("b", "payments", "replay_preds:absent", "b."))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", epoch_id="e1", child=child(world))
+    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", suite="suite", epoch_id="e1", child=child(world))
     by_name = {p.name: p for p in result.properties}
     assert by_name["a"].outcome == "error" and by_name["a"].error_code == "bound-missing"
     assert by_name["b"].outcome == "error" and by_name["b"].error_code == "predicate-error"
@@ -117,7 +117,7 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     world.mkdir()
     (world / "payments.jsonl").write_text("".join(f'{{"id":{i}}}\n' for i in range(10)))
     props = (Property("masked", "payments", "mask_preds:masked", "m."),)
-    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", epoch_id="e1", child=child(world),
+    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child(world),
                         max_witnesses=1)
     (outcome,) = result.properties
     assert (outcome.outcome, outcome.records, outcome.failures) == ("fail", 10, 2)

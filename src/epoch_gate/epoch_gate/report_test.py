@@ -5,29 +5,46 @@ import datetime
 import importlib.resources
 import json
 import re
+from typing import Optional
 
 import pytest
 
 from epoch_gate import report
 from epoch_gate.changes import ChangedPath, ProtectedSet
-from epoch_gate.decision import Evidence, Identities, decide
+from epoch_gate.check import ReplayEvidence
+from epoch_gate.decision import Evidence, Identities
+from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import make_observation
+from epoch_gate.oracle import OracleChange
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay import PropertyOutcome, ReplayResult
 
-FLAKE = make_observation(epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
+FLAKE = make_observation(suite="suite", epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
                          witness=b'{"id":1}', bound="retries", line=2, detail="predicate returned False")
+
+
+def one_suite(evidence: Evidence, base: Optional[str], oracle: tuple[OracleChange, ...] = ()) -> report.Report:
+    """The report `epoch_gate.judge` makes of one suite named "suite" and the change."""
+    played = tuple(o for o in evidence.observations if o.source == "replay")
+    change = ChangeFacts("local", base, evidence.changed, evidence.protected, (),
+                         tuple(o for o in evidence.observations if o.source == "archive"), evidence.freezes,
+                         evidence.today, "observations", "freezes", "dist/gate", evidence.findings)
+    suite = SuiteFacts(SuiteOracle("suite", "fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ()),
+                       evidence.identities, evidence.expected,
+                       ReplayEvidence(evidence.replay, played, {}, ()) if evidence.replay else None)
+    judged = judge(change, [suite], read_base=None, read_change=lambda path: None).report
+    return dataclasses.replace(judged, oracle_changes=oracle)
 
 
 def sample_report() -> report.Report:
     ids = Identities("e1", "a" * 64, "b" * 64, "c" * 64)
-    replay = ReplayResult("e1", "b" * 64, "c" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
+    replay = ReplayResult("suite", "e1", "b" * 64, "c" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
                                                            (FLAKE.id,), "x"),))
     protected = ProtectedSet(frozenset({"fixtures/EPOCH"}), ("freezes/",))
     changed = (ChangedPath("fixtures/EPOCH", "modified"),)
     evidence = Evidence(ids, changed, protected, replay, (FLAKE,), (), datetime.date(2026, 12, 2),
                         (Reason(Code.GENERATOR_MISMATCH, "g|py", "a", "b", "pipes | in text"),))
-    return report.Report(decide(evidence), ids, "f" * 40, changed, protected, replay, (FLAKE,))
+    return one_suite(evidence, "f" * 40)
 
 
 def _check(value: object, schema: dict, root: dict) -> None:
@@ -90,17 +107,23 @@ def test_markdown_escapes_table_cells() -> None:
 
 def test_output_files_hold_the_witness_bytes() -> None:
     files = report.output_files(sample_report(), {FLAKE.id: b'{"id":1}'})
-    assert files[f"observations/{FLAKE.id}.bin"] == b'{"id":1}'
-    assert set(files) == {"report.json", "report.md", f"observations/{FLAKE.id}.bin",
-                          f"observations/{FLAKE.id}.json"}
+    folder = report.suite_folder("suite")
+    assert files[f"{folder}/observations/{FLAKE.id}.bin"] == b'{"id":1}'
+    assert set(files) == {"report.json", "report.md", f"{folder}/observations/{FLAKE.id}.bin",
+                          f"{folder}/observations/{FLAKE.id}.json"}
+
+
+def test_suite_folders_are_one_segment_and_distinct() -> None:
+    folders = {report.suite_folder(a) for a in ("a/b:c", "a:b/c", "a/b/c", "//:x", "../..:x")}
+    assert len(folders) == 5
+    assert all(f.count("/") == 1 and ".." not in f for f in folders)
 
 
 def test_console_lines_keep_the_changes_own_text_on_one_line() -> None:
     ids = Identities("e1", "a" * 64, "b" * 64)
     evil = Reason(Code.PROTECTED_PATH_CHANGED, "x\n::error::forged", "unchanged", "modified", "m\r\nn")
     evidence = Evidence(ids, (), ProtectedSet(frozenset(), ()), None, (), (), datetime.date(2026, 12, 2), (evil,))
-    lines = report.console_lines(report.Report(decide(evidence), ids, None, (), ProtectedSet(frozenset(), ()),
-                                               None, ()))
+    lines = report.console_lines(one_suite(evidence, None))
     assert not any(line.startswith("::") for line in lines)
     assert any("x\\n::error::forged" in line for line in lines)
 
@@ -112,14 +135,12 @@ RAW_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u20
 
 
 def evil_report() -> report.Report:
-    from epoch_gate.oracle import OracleChange
-
     ids = Identities("e1", "a" * 64, "b" * 64)
     protected = ProtectedSet(frozenset(), ("freezes/",))
     changed = (ChangedPath(EVIL, "added"),)
     evidence = Evidence(ids, changed, protected, None, (), (), datetime.date(2026, 12, 2))
     oracle = (OracleChange("freeze-added", EVIL, "", "added", "a note|`x`<img src=y>\n::warning::z"),)
-    return report.Report(decide(evidence), ids, "f" * 40, changed, protected, None, (), oracle)
+    return one_suite(evidence, "f" * 40, oracle)
 
 
 def test_console_lines_show_controls_separators_and_bidi_controls_as_escapes() -> None:

@@ -1,0 +1,175 @@
+"""The judgement of a repository: several suites, each on its own evidence, one verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Optional, Sequence
+
+from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.check import ReplayEvidence
+from epoch_gate.decision import Expected, Identities
+from epoch_gate.freezes import Freeze
+from epoch_gate.hashing import canonical_json
+from epoch_gate.judge import ChangeFacts, Judgement, SuiteFacts, SuiteOracle, judge
+from epoch_gate.observations import Observation, make_observation
+from epoch_gate.reasons import Code, Reason
+from epoch_gate.replay import PropertyOutcome, ReplayResult
+
+TODAY = datetime.date(2026, 12, 2)
+PROTECTED = ProtectedSet(frozenset({"payments/EPOCH", "inventory/EPOCH"}), ("observations/", "freezes/"))
+PRODUCT_CHANGE = (ChangedPath("src/app.py", "modified"),)
+
+
+def oracle(address: str) -> SuiteOracle:
+    name = address.split(":")[0]
+    return SuiteOracle(address, f"{name}/EPOCH", f"{name}/manifest.json", f"{name}/catalog.yaml", ())
+
+
+def observed(address: str, status: str = "fail", prop: str = "p", witness: bytes = b'{"id":1}',
+             epoch: Optional[str] = None) -> Observation:
+    return make_observation(suite=address, epoch_id=epoch or f"{address}-e", prop=prop, status=status,
+                            rerun_passed=status == "flake", witness=witness, bound="b", line=1, detail="returned False")
+
+
+def suite(address: str, *found: Observation, epoch: Optional[str] = None, replayed_as: Optional[str] = None,
+          findings: Sequence[Reason] = ()) -> SuiteFacts:
+    """A suite whose replay of one property `p` over 10 records passed, or found `found`."""
+    epoch = epoch or f"{address}-e"
+    ids = Identities(epoch, "g" * 64, "m" * 64, "w" * 64)
+    outcome = PropertyOutcome("p", "b", 10, found[0].status if found else "pass", tuple(o.id for o in found), "",
+                              failures=sum(o.status == "fail" for o in found))
+    result = ReplayResult(replayed_as or address, epoch, "m" * 64, "w" * 64, (outcome,))
+    replay = ReplayEvidence(result, found, {o.id: b'{"id":1}' for o in found}, ())
+    return SuiteFacts(oracle(address), ids, Expected((("p", "b"),), {"b": 10}), replay, tuple(findings))
+
+
+def facts(*, changed: Optional[tuple[ChangedPath, ...]] = PRODUCT_CHANGE, freezes: Sequence[Freeze] = (),
+          archive: Sequence[Observation] = (), known: Sequence[str] = ("payments:props", "inventory:props"),
+          findings: Sequence[Reason] = ()) -> ChangeFacts:
+    return ChangeFacts(mode="local", base=None, changed=changed, protected=PROTECTED,
+                       oracles=tuple(oracle(a) for a in known), archive=tuple(archive), freezes=tuple(freezes),
+                       today=TODAY, observations_dir="observations", freezes_dir="freezes", out="dist/gate",
+                       findings=tuple(findings))
+
+
+def judged(change: ChangeFacts, *suites: SuiteFacts, read_base=None) -> Judgement:  # type: ignore[no-untyped-def]
+    return judge(change, suites, read_base=read_base, read_change=lambda path: None)
+
+
+def verdicts(j: Judgement) -> dict[str, str]:
+    return {s.address: s.verdict.label.value for s in j.report.suites}
+
+
+def suite_codes(j: Judgement, address: str) -> set[Code]:
+    return {r.code for s in j.report.suites if s.address == address for r in s.verdict.reasons}
+
+
+def freeze(flake: Observation, address: str, path: str = "freezes/f.json") -> Freeze:
+    return Freeze(path, flake.id, address, flake.epoch_id, datetime.date(2026, 12, 31), "ticket 1")
+
+
+def test_a_failing_property_closes_its_suite_only() -> None:
+    j = judged(facts(), suite("payments:props", observed("payments:props")), suite("inventory:props"))
+    assert j.report.verdict.label.value == "closed" and j.report.verdict.reasons == ()
+    assert verdicts(j) == {"inventory:props": "eligible", "payments:props": "closed"}
+    assert suite_codes(j, "payments:props") == {Code.PROPERTY_FAILED}
+    assert j.report.counts() == {"closed": 1, "hold": 0, "eligible": 1}
+
+
+def test_every_suite_eligible_and_nothing_changed_that_is_protected_is_eligible() -> None:
+    j = judged(facts(), suite("payments:props"), suite("inventory:props"))
+    assert j.report.verdict.label.value == "eligible"
+
+
+def test_no_suite_in_scope_is_closed_never_an_empty_pass() -> None:
+    j = judged(facts())
+    assert j.report.verdict.label.value == "closed"
+    assert [r.code for r in j.report.verdict.reasons] == [Code.ARTIFACT_MISSING]
+
+
+def test_the_protected_set_is_the_repositorys_whatever_the_scope() -> None:
+    # Only payments is in scope; the change edits inventory's pin.
+    j = judged(facts(changed=(ChangedPath("inventory/EPOCH", "modified"),)), suite("payments:props"))
+    assert j.report.verdict.label.value == "closed" and verdicts(j) == {"payments:props": "eligible"}
+    assert [r.code for r in j.report.verdict.reasons] == [Code.PROTECTED_PATH_CHANGED]
+
+
+def test_what_the_base_pinned_stays_protected() -> None:
+    base_pin = canonical_json({"schema": 1, "epoch_id": "old", "generator": "gen/old.py", "generator_sha256": "a" * 64,
+                               "inputs": [{"path": "gen/in.json", "sha256": "b" * 64}]})
+    j = judged(facts(changed=(ChangedPath("gen/in.json", "deleted"),)), suite("payments:props"),
+               read_base=lambda path: base_pin if path == "payments/EPOCH" else None)
+    assert "gen/in.json" in j.report.protected.paths
+    assert Code.PROTECTED_PATH_CHANGED in {r.code for r in j.report.verdict.reasons}
+
+
+def test_two_fixtures_pinning_one_epoch_id_are_closed() -> None:
+    j = judged(facts(), suite("payments:props", epoch="shared"), suite("inventory:props", epoch="shared"))
+    assert [r.code for r in j.report.verdict.reasons] == [Code.EPOCH_ID_DUPLICATE]
+
+
+def test_a_replay_of_another_suite_is_not_evidence() -> None:
+    j = judged(facts(), suite("payments:props", replayed_as="inventory:props"))
+    assert Code.SUITE_MISMATCH in suite_codes(j, "payments:props")
+
+
+def test_observation_ids_differ_between_suites_sharing_a_property_and_bytes() -> None:
+    assert observed("payments:props").id != observed("inventory:props").id
+
+
+def test_a_freeze_binds_to_its_suite_only() -> None:
+    flake = observed("payments:props", "flake")
+    j = judged(facts(freezes=[freeze(flake, "payments:props")]), suite("payments:props", flake),
+               suite("inventory:props"))
+    assert verdicts(j) == {"inventory:props": "eligible", "payments:props": "hold"}
+    assert suite_codes(j, "payments:props") == {Code.FLAKE_FROZEN}
+    # The same freeze claimed for inventory: it covers no flake there and holds inventory, not payments.
+    claimed = freeze(flake, "inventory:props", "freezes/g.json")
+    j = judged(facts(freezes=[claimed]), suite("payments:props", flake), suite("inventory:props"))
+    assert suite_codes(j, "payments:props") == {Code.FLAKE_UNFROZEN}
+    assert Code.FREEZE_OBSERVATION_MISSING in suite_codes(j, "inventory:props")
+
+
+def test_a_freeze_of_a_suite_out_of_scope_holds_nothing() -> None:
+    flake = observed("inventory:props", "flake")
+    j = judged(facts(freezes=[freeze(flake, "inventory:props")]), suite("payments:props"))
+    assert j.report.verdict.label.value == "eligible"
+
+
+def test_a_freeze_naming_no_suite_of_the_repository_holds_until_deleted() -> None:
+    flake = observed("gone:props", "flake")
+    j = judged(facts(freezes=[freeze(flake, "gone:props")]), suite("payments:props"))
+    assert j.report.verdict.label.value == "hold"
+    assert [r.code for r in j.report.verdict.reasons] == [Code.FREEZE_UNUSED]
+
+
+def test_archived_evidence_of_another_suite_does_not_count() -> None:
+    flake = observed("inventory:props", "flake")
+    archived = dataclasses.replace(flake, source="archive")
+    # payments' replay reports inventory's observation id as its own: it is not payments' evidence.
+    j = judged(facts(archive=[archived]), suite("payments:props", flake))
+    assert Code.OBSERVATION_WITNESS_MISSING in suite_codes(j, "payments:props")
+
+
+def test_witnesses_go_under_their_suites_folder() -> None:
+    failed = observed("payments:props")
+    j = judged(facts(), suite("payments:props", failed))
+    (reason,) = [r for s in j.report.suites for r in s.verdict.reasons]
+    folder = j.report.suites[0].folder
+    assert reason.path == f"dist/gate/{folder}/observations/{failed.id}.bin"
+    assert folder.startswith("suites/payments_props-")
+    from epoch_gate.report import output_files
+
+    assert f"{folder}/observations/{failed.id}.bin" in output_files(j.report, j.witnesses)
+
+
+def test_global_findings_close_whatever_the_suites_say() -> None:
+    finding = Reason(Code.MODULE_SHADOWED, "x.py", "none", "x", "shadowed")
+    j = judged(facts(findings=[finding]), suite("payments:props"))
+    assert j.report.verdict.label.value == "closed" and verdicts(j) == {"payments:props": "eligible"}
+
+
+def test_an_unavailable_changed_set_closes() -> None:
+    j = judged(facts(changed=None), suite("payments:props"))
+    assert [r.code for r in j.report.verdict.reasons] == [Code.CHANGED_SET_UNAVAILABLE]

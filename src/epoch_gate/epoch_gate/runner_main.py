@@ -1,0 +1,76 @@
+"""The replay runner's entry point, run inside the replay sandbox: `python -c BOOT replay ...`.
+
+Only this module's import closure is shipped into the sandbox (the plugin's runner rule derives it), so
+editing the report, the CLI or the gate's orchestration leaves every cached replay valid.
+Exit 0 done (each property's outcome is in the summary), 1 refused (the reason is printed), 64 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn, Optional, Sequence
+
+from epoch_gate import replay
+from epoch_gate.manifest import load_manifest
+from epoch_gate.reasons import EvidenceError
+from epoch_gate.requirements import UNPACKED, unpacked
+from epoch_gate.text import printable
+
+EX_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's 2 would read as "hold"
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(sorted({name for name in text.split(",") if name}))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--world", required=True)
+    parser.add_argument("--suite", required=True,
+                        help="the suite's address: it names the summary and every observation id")
+    parser.add_argument("--epoch-id", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--max-witnesses", type=int, default=1)
+    parser.add_argument("--sandbox-names", default="",
+                        help="comma-separated top-level names the child may import from the cwd (the product)")
+    parser.add_argument("--oracle-names", default="",
+                        help="comma-separated top-level names of the predicates' packages: the child imports "
+                             "them from the cwd, and the judges of probe properties may import only them")
+    parser.add_argument("--child-path", action="append", default=[],
+                        help="a folder on the child's import path after the standard library (repeatable)")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    # Nothing of the product is importable here: it runs in the child (epoch_gate.child), the sandbox is
+    # the cwd, and only the judges of probe properties import from it, under the oracle's names.
+    # Zipped wheels (a packed PEX's .deps) are unpacked first: extension modules cannot import from a zip.
+    child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))
+    child = replay.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names))
+    try:
+        manifest = load_manifest(Path(args.manifest), args.manifest)
+        result = replay.run(manifest, Path(args.world), Path(args.out), suite=args.suite, epoch_id=args.epoch_id,
+                            child=child, max_witnesses=args.max_witnesses)
+    except EvidenceError as error:
+        r = error.reason
+        print(printable(f"refused [{r.code.value}] {r.path}: {r.message}"), file=sys.stderr)
+        print(printable(f"  expected {r.expected or '-'}; found {r.found or '-'}"), file=sys.stderr)
+        return 1
+    for prop in result.properties:
+        print(printable(f"{prop.summary()} {prop.detail}".rstrip()))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = _Parser(prog="epoch-gate-replay", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_arguments(sub.add_parser("replay", help="evaluate the sampled predicates over a fixture world"))
+    return run_replay(parser.parse_args(argv))
