@@ -5,7 +5,7 @@ from __future__ import annotations
 from pants.engine.console import Console
 from pants.engine.fs import CreateDigest, Digest, FileContent, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.engine.target import Target, Targets
 from pants.option.option_types import IntOption, StrOption
 from pants.util.strutil import help_text
@@ -14,16 +14,17 @@ from epoch_gate.manifest import sample
 from epoch_gate.pin import PinnedFile, mint_pin
 from epoch_gate.reasons import EvidenceError, Reason
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest
-from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
-from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget
+from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
+from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget
 
 
 class PinEpochSubsystem(GoalSubsystem):
     name = "pin-epoch"
     help = help_text(
         """
-        Mint the pin of one `epoch_fixture`: run its generator in a sandbox, hash the generator, its
-        inputs and the fixture world it produced, and write the pin. Refuses to give an existing epoch
+        Mint the pin of one `epoch_fixture` (named, or the fixture of the suite named): run its
+        generator in a sandbox, hash the generator, its inputs and the fixture world it produced, and
+        write the pin. Refuses to give an existing epoch
         id other bytes: a changed generator needs a new `--epoch-id`.
         """
     )
@@ -39,8 +40,9 @@ class SamplePropertiesSubsystem(GoalSubsystem):
     name = "sample-properties"
     help = help_text(
         """
-        Draw the manifest of one `property_manifest`: `--k` properties of its catalog chosen by
-        `--seed` (sha256-rank-v1, the same on every interpreter and machine), with their digest.
+        Draw the manifest of one `property_manifest` (named, or the manifest of the suite named):
+        `--k` properties of its catalog chosen by `--seed` (sha256-rank-v1, the same on every
+        interpreter and machine), with their digest.
         The reviewer draws it, never the drafting model; record the seed you used.
         """
     )
@@ -53,13 +55,18 @@ class SampleProperties(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
-def _one(targets: Targets, kind: type[Target], goal: str, console: Console) -> Target | None:
-    found = [t for t in targets if isinstance(t, kind)]
+async def _one(targets: Targets, kind: type[Target], goal: str, console: Console) -> Target | None:
+    """The one target of `kind` the specs name, directly or as the fixture or manifest of a suite they
+    name (`pants pin-epoch services/payments:suite`)."""
+    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in targets
+                            if isinstance(t, SampledPropertiesTarget))
+    referenced = [s.fixture if kind is EpochFixtureTarget else s.manifest for s in suites]
+    found = {t.address: t for t in (*targets, *referenced) if isinstance(t, kind)}
     if len(found) != 1:
-        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target (found {len(found)}), "
-                             f"e.g. `pants {goal} path/to:target`")
+        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target or the suite that uses it (found "
+                             f"{len(found)}), e.g. `pants {goal} path/to:target`")
         return None
-    return found[0]
+    return next(iter(found.values()))
 
 
 def _refused(console: Console, goal: str, r: Reason) -> None:
@@ -71,7 +78,7 @@ def _refused(console: Console, goal: str, r: Reason) -> None:
 @goal_rule
 async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSubsystem,
                     targets: Targets) -> PinEpoch:
-    target = _one(targets, EpochFixtureTarget, "pin-epoch", console)
+    target = await _one(targets, EpochFixtureTarget, "pin-epoch", console)
     if target is None or not options.epoch_id:
         if target is not None:
             console.print_stderr("pin-epoch: --epoch-id is required")
@@ -103,7 +110,7 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
 @goal_rule
 async def sample_properties(console: Console, workspace: Workspace, options: SamplePropertiesSubsystem,
                             targets: Targets) -> SampleProperties:
-    target = _one(targets, PropertyManifestTarget, "sample-properties", console)
+    target = await _one(targets, PropertyManifestTarget, "sample-properties", console)
     if target is None or options.seed is None or options.k is None:
         if target is not None:
             console.print_stderr("sample-properties: --seed and --k are required")

@@ -34,6 +34,11 @@ def report(repo: NewRepo) -> dict:
     return json.loads(repo.read("dist/gate/report.json"))
 
 
+def all_reasons(judged: dict) -> list[dict]:
+    """The repository's reasons, then every suite's."""
+    return [*judged["reasons"], *(r for s in judged["suites"] for r in s["reasons"])]
+
+
 def test_the_plugin_comes_from_the_wheels_alone(adopted: NewRepo) -> None:
     toml = adopted.read("pants.toml")
     assert "pythonpath" not in toml and 'plugins = ["epoch-gate-pants==0.1.0"]' in toml
@@ -124,7 +129,7 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     assert gate.returncode == 1, gate.stdout + gate.stderr[-3000:]
     judged = report(adopted)
     assert judged["mode"] == "trusted"
-    reasons = judged["reasons"]
+    reasons = all_reasons(judged)
     annotations = [line for line in gate.stdout.splitlines() if line.startswith("::")]
     assert len(reasons) >= 2 and len(annotations) == len(reasons)
     assert "::error file=checks/shop_properties.py,title=epoch_gate protected-path-changed::" in gate.stdout
@@ -141,7 +146,7 @@ def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(ad
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     judged = report(adopted)
     assert judged["mode"] == "trusted"
-    reasons = judged["reasons"]
+    reasons = all_reasons(judged)
     plain = [line for line in done.stdout.splitlines() if " closed [" in line and not line.startswith("|")]
     assert len(plain) >= len(reasons) >= 2
     assert any(line.startswith("checks/catalog.yaml: closed [protected-path-changed]") for line in plain)

@@ -62,13 +62,13 @@ def test_a_generator_that_reads_the_working_tree_fails_in_the_jail(tmp_path: Pat
 
     jailed = repo.gate(f"--changed-since={base}")
     assert jailed.verdict == "closed" and jailed.exit_code == 1
-    assert jailed.report["identities"]["isolation"].startswith("bubblewrap 0.8.0: no working tree, no network")
+    assert jailed.suites()[0]["identities"]["isolation"].startswith("bubblewrap 0.8.0: no working tree, no network")
     (failed,) = jailed.reasons("generator-failed")
     assert failed["path"] == "fixtures/generate_orders.py" and "No such file or directory" in failed["message"]
     assert "isolation bubblewrap 0.8.0" in jailed.stdout
 
     # Unjailed, the same generator reads the file and its world matches the pin: only the jail caught it.
     plain = repo.gate(f"--changed-since={base}", "--gate-isolation=off")
-    assert plain.report["identities"]["isolation"] == "none ([gate].isolation = off)"
+    assert plain.suites()[0]["identities"]["isolation"] == "none ([gate].isolation = off)"
     assert "generator-failed" not in plain.codes() and "world-mismatch" not in plain.codes()
     assert plain.codes() == {"protected-path-changed"}  # a generator edit is an oracle change either way

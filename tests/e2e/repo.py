@@ -28,11 +28,25 @@ class GateRun:
     def verdict(self) -> str:
         return str(self.report.get("verdict"))
 
+    def all_reasons(self) -> list[dict[str, str]]:
+        """The repository's reasons, then every suite's."""
+        return [*self.report.get("reasons", []), *(r for s in self.suites() for r in s["reasons"])]
+
     def codes(self) -> set[str]:
-        return {r["code"] for r in self.report.get("reasons", [])}
+        return {r["code"] for r in self.all_reasons()}
 
     def reasons(self, code: str) -> list[dict[str, str]]:
-        return [r for r in self.report.get("reasons", []) if r["code"] == code]
+        return [r for r in self.all_reasons() if r["code"] == code]
+
+    def suites(self) -> list[dict[str, Any]]:
+        return list(self.report.get("suites", []))
+
+    def suite(self, address: str) -> dict[str, Any]:
+        (found,) = [s for s in self.suites() if s["address"] == address]
+        return found
+
+    def observations(self) -> list[dict[str, Any]]:
+        return [o for s in self.suites() for o in s["observations"]]
 
 
 class Repo:
@@ -99,10 +113,12 @@ class Repo:
                               env={**env, **GIT_ENV}, timeout=900)
 
     def gate(self, *args: str) -> GateRun:
+        """`pants gate`: every suite with --changed-since (which replaces the specs), else `::`."""
         report_path = self.root / "dist" / "gate" / "report.json"
         if report_path.exists():
             report_path.unlink()
-        done = self.pants(*args, "gate")
+        specs = () if any(a.startswith("--changed-since") for a in args) else ("::",)
+        done = self.pants(*args, "gate", *specs)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         assert report, f"no report; exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
         return GateRun(done.returncode, done.stdout, done.stderr, report)

@@ -51,7 +51,7 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
     repo.commit("docs")
     run = judged(repo, base)
     assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
-    assert run.report["reasons"] == [] and run.report["oracle_changes"] == []
+    assert run.all_reasons() == [] and run.report["oracle_changes"] == []
     assert "epoch     orders-" in run.stdout and "manifest  sha256 " in run.stdout and "verdict   eligible" in run.stdout
 
 
@@ -137,7 +137,7 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: Repo, 
     assert run.codes() == {"property-failed"}
     (reason,) = run.reasons("property-failed")
     witness = (repo.root / reason["path"]).read_bytes()
-    (observation,) = [o for o in run.report["observations"] if o["property"] == "refund_le_captured"]
+    (observation,) = [o for o in run.observations() if o["property"] == "refund_le_captured"]
     world = tmp_path / "world"
     import subprocess
     import sys
@@ -194,16 +194,17 @@ def flaky_base(example: Repo, tmp_path_factory: pytest.TempPathFactory) -> tuple
     repo.edit(*FLAKY_RETRY)
     repo.land("flaky retry lands")
     run = repo.gate()
-    (flake,) = [o for o in run.report["observations"] if o["status"] == "flake"]
+    (flake,) = [o for o in run.observations() if o["status"] == "flake"]
+    folder = run.suite(flake["suite"])["folder"]
     (repo.root / "observations").mkdir()
     for suffix in ("json", "bin"):
-        shutil.copy(repo.root / f"dist/gate/observations/{flake['id']}.{suffix}",
+        shutil.copy(repo.root / f"dist/gate/{folder}/observations/{flake['id']}.{suffix}",
                     repo.root / f"observations/{flake['id']}.{suffix}")
     return repo, flake
 
 
 def freeze(flake: dict, **overrides: str) -> str:
-    body = {"observation_id": flake["id"], "epoch_id": flake["epoch_id"], "expires_on": "2099-01-01",
+    body = {"observation_id": flake["id"], "suite": flake["suite"], "epoch_id": flake["epoch_id"], "expires_on": "2099-01-01",
             "reason": "upstream retry cache is shared across processors; ticket ORD-17"}
     body.update(overrides)
     return json.dumps(body, indent=2) + "\n"
@@ -216,7 +217,7 @@ def test_unfrozen_flake_is_closed(example: Repo, tmp_path: Path) -> None:
     repo.commit("flaky retry")
     run = judged(repo, base)
     assert_closed_with(run, "flake-unfrozen")
-    (flake,) = [o for o in run.report["observations"] if o["status"] == "flake"]
+    (flake,) = [o for o in run.observations() if o["status"] == "flake"]
     assert flake["rerun_passed"] is True
 
 

@@ -19,6 +19,10 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
 
 
+def identities(report: dict) -> dict[str, dict]:
+    return {s["address"]: s["identities"] for s in report["suites"]}
+
+
 def gate(repo: Repo, *options: str) -> tuple[dict, str, dict[str, int]]:
     run = repo.gate("--stats-log", *options)
     return run.report, run.stdout, stats(run.stderr)
@@ -44,7 +48,8 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
     assert counters["remote_cache_requests_cached"] >= 2 and counters["remote_cache_requests_uncached"] == 0, counters
     assert counters["remote_cache_read_errors"] == 0, counters
     assert report["verdict"] == ci_report["verdict"] == "eligible"
-    assert report["identities"] == ci_report["identities"] and stdout == ci_stdout
+    assert identities(report) == identities(ci_report) and stdout == ci_stdout
+    assert all(s["cached"] for s in report["suites"]) and not any(s["cached"] for s in ci_report["suites"])
 
 
 def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo, tmp_path: Path) -> None:
@@ -52,7 +57,7 @@ def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo
     report, _, counters = gate(example, "--local-store-dir=" + str(tmp_path / "store"),
                                *remote_options(free_port(), write=True))
     assert report["verdict"] == expected["verdict"] == "eligible"
-    assert report["identities"] == expected["identities"]
+    assert identities(report) == identities(expected)
     assert counters["remote_cache_read_errors"] >= 1 and counters["remote_cache_requests_cached"] == 0, counters
     run = example.gate("--local-store-dir=" + str(tmp_path / "store-2"), *remote_options(free_port(), write=False))
     assert "Failed to read from remote cache" in run.stderr and "Connection refused" in run.stderr

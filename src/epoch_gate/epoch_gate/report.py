@@ -132,14 +132,11 @@ def _reason_lines(reason: Reason, indent: str) -> list[str]:
     return lines
 
 
-def _cached(suite: SuiteReport) -> str:
-    return {True: "cached", False: "ran", None: "-"}[suite.cached]
-
-
-def summary_rows(report: Report) -> list[tuple[str, str, str, str, str]]:
-    """One row per suite: address, verdict, epoch, manifest (short), where the replay came from."""
-    return [(s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12],
-             _cached(s)) for s in report.suites]
+def summary_rows(report: Report) -> list[tuple[str, str, str, str]]:
+    """One row per suite: address, verdict, epoch, manifest (short). Where the replay came from is only in
+    report.json: what is printed depends on the evidence alone, never on the state of a cache."""
+    return [(s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12])
+            for s in report.suites]
 
 
 def console_lines(report: Report) -> list[str]:
@@ -151,7 +148,7 @@ def console_lines(report: Report) -> list[str]:
             lines += [f"  property  {prop.summary()}" for prop in suite.replay.properties]
         for reason in suite.verdict.reasons:
             lines += _reason_lines(reason, "  ")
-        lines.append(f"  verdict   {suite.verdict.label.value} (replay {_cached(suite)})")
+        lines.append(f"  verdict   {suite.verdict.label.value}")
     for reason in report.verdict.reasons:
         lines += _reason_lines(reason, "")
     for change in report.oracle_changes:
@@ -171,7 +168,7 @@ def console_lines(report: Report) -> list[str]:
     return [printable(line) for line in lines]
 
 
-SUMMARY_HEADER = ("suite", "verdict", "epoch", "manifest", "replay")
+SUMMARY_HEADER = ("suite", "verdict", "epoch", "manifest")
 
 
 # What Markdown would read as markup (emphasis, links, images, HTML, entities, headings, table cells).
@@ -226,7 +223,7 @@ def markdown(report: Report) -> str:
     if report.mode == "local":
         out += [f"> **Advisory (local mode)**: {ADVISORY}.", ""]
     out += ["| " + " | ".join(SUMMARY_HEADER) + " |", "|---" * len(SUMMARY_HEADER) + "|"]
-    out += [f"| {_cell(a)} | **{v}** | {_code(e)} | {_code(m)} | {c} |" for a, v, e, m, c in summary_rows(report)]
+    out += [f"| {_cell(a)} | **{v}** | {_code(e)} | {_code(m)} |" for a, v, e, m in summary_rows(report)]
     out.append("")
     if report.verdict.reasons:
         out += ["### The change", "", *_reason_table(report.verdict.reasons), ""]
