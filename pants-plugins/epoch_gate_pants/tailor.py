@@ -3,7 +3,8 @@
 An `epoch_fixture` is proposed where an `EPOCH` pin exists (its generator and inputs are read from the
 pin) or, before the first pin, beside a `generate_*.py` generator, with the data files under its folder
 as inputs. A `property_manifest` is proposed beside a `catalog.yaml`, and a `sampled_properties` suite
-when the repository then has exactly one of each and no suite yet.
+for each fixture and manifest no suite uses yet: the only two, or a pair sharing a name (so a monorepo's
+`fixtures/inventory` and `checks/inventory` make one suite, `payments`' another).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import PurePosixPath
 
 from pants.core.goals.tailor import PutativeTarget, PutativeTargets, PutativeTargetsRequest
 from pants.engine.fs import DigestContents, PathGlobs, Paths
-from pants.engine.rules import Get, collect_rules, rule
+from pants.build_graph.address import Address, AddressInput
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
@@ -30,6 +32,8 @@ from epoch_gate_pants.target_types import (
     PropertyManifestCatalogField,
     PropertyManifestSourceField,
     PropertyManifestTarget,
+    SampledPropertiesFixtureField,
+    SampledPropertiesManifestField,
     SampledPropertiesTarget,
 )
 
@@ -99,6 +103,32 @@ def _from_generator(folder: str, generator: str, inputs: list[str], alone: bool)
                                           comments=comments)
 
 
+@dataclass(frozen=True)
+class _Side:
+    """A fixture or manifest no suite uses yet: its address, folder, and the names it answers to."""
+
+    address: str
+    folder: str
+    keys: set[str]
+
+
+def _fixture_keys(folder: str, generator: str) -> set[str]:
+    stem = PurePosixPath(generator).stem
+    return {PurePosixPath(folder).name, stem[len("generate_"):] if stem.startswith("generate_") else stem} - {""}
+
+
+def _pairs(fixtures: list[_Side], manifests: list[_Side]) -> list[tuple[_Side, _Side]]:
+    """The only fixture with the only manifest; else each manifest with the one fixture sharing its name."""
+    if len(fixtures) == 1 and len(manifests) == 1:
+        return [(fixtures[0], manifests[0])]
+    pairs = []
+    for manifest in manifests:
+        named = [f for f in fixtures if f.keys & manifest.keys]
+        if len(named) == 1:
+            pairs.append((named[0], manifest))
+    return pairs
+
+
 @rule(level=LogLevel.DEBUG, desc="Determine candidate epoch_gate targets to create")
 async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequest, all_targets: AllTargets,
                                            gate: GateSubsystem) -> PutativeTargets:
@@ -145,19 +175,29 @@ async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequ
             proposals.append(PutativeTarget.for_target_type(PropertyManifestTarget, os.path.dirname(path),
                                                             "manifest", [name], kwargs))
 
-    proposed_fixtures = [p for p in proposals if p.type_alias == EpochFixtureTarget.alias]
-    proposed_manifests = [p for p in proposals if p.type_alias == PropertyManifestTarget.alias]
+    # Pair each fixture and manifest no suite uses yet: the only ones, or by name (a manifest folder
+    # `checks/inventory` with the fixture folder `fixtures/inventory` or generator `generate_inventory.py`).
     suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    if not suites and len(fixtures) + len(proposed_fixtures) == 1 and len(manifests) + len(proposed_manifests) == 1:
-        fixture = _address(proposed_fixtures[0]) if proposed_fixtures else fixtures[0].address.spec
-        manifest_folder = proposed_manifests[0].path if proposed_manifests else manifests[0].address.spec_path
-        manifest = _address(proposed_manifests[0]) if proposed_manifests else manifests[0].address.spec
-        predicates = await Get(Paths, PathGlobs([os.path.join(manifest_folder, PREDICATES)]))
+    used = await MultiGet(Get(Address, AddressInput, AddressInput.parse(
+        str(s[f].value), relative_to=s.address.spec_path, description_of_origin="tailor"))
+        for s in suites for f in (SampledPropertiesFixtureField, SampledPropertiesManifestField))
+    used_specs = {a.spec for a in used}
+    free_fixtures = [_Side(t.address.spec, t.address.spec_path, _fixture_keys(t.address.spec_path,
+                                                                             t[EpochFixtureGeneratorField].value))
+                     for t in fixtures if t.address.spec not in used_specs]
+    free_fixtures += [_Side(_address(p), p.path, _fixture_keys(p.path, p.kwargs.get("generator") or p.triggering_sources[0]))
+                      for p in proposals if p.type_alias == EpochFixtureTarget.alias]
+    free_manifests = [_Side(t.address.spec, t.address.spec_path, {PurePosixPath(t.address.spec_path).name})
+                      for t in manifests if t.address.spec not in used_specs]
+    free_manifests += [_Side(_address(p), p.path, {PurePosixPath(p.path).name})
+                       for p in proposals if p.type_alias == PropertyManifestTarget.alias]
+    for fixture, manifest in _pairs(free_fixtures, free_manifests):
+        predicates = await Get(Paths, PathGlobs([os.path.join(manifest.folder, PREDICATES)]))
         # The predicates' imports bring in the code under test through Python's dependency inference.
-        kwargs: dict = {"fixture": fixture, "manifest": manifest}
+        kwargs: dict = {"fixture": fixture.address, "manifest": manifest.address}
         if predicates.files:
             kwargs["dependencies"] = tuple(predicates.files)
-        proposals.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest_folder, "properties",
+        proposals.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties",
                                                         [], kwargs))
     return PutativeTargets(proposals)
 
