@@ -17,7 +17,8 @@ def transfer(source: Stock, destination: Stock, quantity: int) -> tuple[Stock, S
         raise SkuMismatchError(f"cannot move {source.sku} into the stock of {destination.sku}")
     if positive_quantity(quantity, "transfer") > source.available:
         raise InsufficientStockError(f"moving {quantity} of {source.sku} exceeds the {source.available} available")
-    return replace(source, on_hand=source.on_hand - quantity), replace(destination, on_hand=destination.on_hand + quantity)
+    return (replace(source, on_hand=source.on_hand - quantity),
+            replace(destination, on_hand=destination.on_hand + quantity))
 
 
 @dataclass(frozen=True)
