@@ -166,21 +166,36 @@ class SampledPropertiesFixtureField(StringField):
     alias = "fixture"
     required = True
     value: str
-    help = "The address of the `epoch_fixture` whose fixture world the properties are replayed over."
+    help = help_text(
+        """
+        The address of the `epoch_fixture` whose fixture world the properties are replayed over. It is
+        a dependency edge (inferred): `dependencies`, `dependents` and `--changed-dependents` follow it
+        to the pin, the generator and its inputs. A string naming no `epoch_fixture` adds no edge and
+        closes the gate.
+        """
+    )
 
 
 class SampledPropertiesManifestField(StringField):
     alias = "manifest"
     required = True
     value: str
-    help = "The address of the `property_manifest` that names the sampled properties."
+    help = help_text(
+        """
+        The address of the `property_manifest` that names the sampled properties. It is a dependency
+        edge (inferred): `dependencies`, `dependents` and `--changed-dependents` follow it to the
+        manifest, the catalog and the predicates. A string naming no `property_manifest` adds no edge
+        and closes the gate.
+        """
+    )
 
 
 class SampledPropertiesDependenciesField(Dependencies):
     help = help_text(
         """
         The code under test and the predicates' Python sources (usually inferred through the
-        predicates' imports; list the `python_sources` that hold the predicates here).
+        predicates' imports; list the `python_sources` that hold the predicates here). The `fixture`
+        and `manifest` targets are added as inferred dependencies.
         """
     )
 

@@ -1,0 +1,76 @@
+"""Rule tests of the inferred `fixture` / `manifest` edges: what `dependencies`, `dependents` and
+`--changed-dependents` see, and that a string naming no target of the right type adds no edge."""
+
+from __future__ import annotations
+
+import pytest
+from pants.backend.project_info.dependents import Dependents, DependentsRequest
+from pants.backend.project_info.dependents import rules as dependents_rules
+from pants.build_graph.address import Address
+from pants.core import register as core_backend
+from pants.engine.addresses import Addresses
+from pants.engine.rules import QueryRule
+from pants.engine.target import DependenciesRequest, TransitiveTargets, TransitiveTargetsRequest
+from pants.testutil.rule_runner import RuleRunner
+
+from epoch_gate_pants import edges
+from epoch_gate_pants.target_types import SampledPropertiesDependenciesField, target_types
+
+FIXTURE = Address("fixtures", target_name="epoch")
+MANIFEST = Address("checks", target_name="manifest")
+SUITE = Address("checks", target_name="props")
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    return RuleRunner(
+        rules=[*edges.rules(), *dependents_rules(), QueryRule(Addresses, [DependenciesRequest]),
+               QueryRule(TransitiveTargets, [TransitiveTargetsRequest]), QueryRule(Dependents, [DependentsRequest])],
+        target_types=[*target_types(), *core_backend.target_types()],
+    )
+
+
+def write_repo(runner: RuleRunner, fixture: str = "fixtures:epoch", manifest: str = ":manifest") -> None:
+    runner.write_files({
+        "fixtures/BUILD": 'epoch_fixture(name="epoch", generator="gen.py")\nresource(name="gen", source="gen.py")',
+        "fixtures/gen.py": "",
+        "checks/BUILD": ('property_manifest(name="manifest")\nresource(name="catalog", source="catalog.yaml")\n'
+                         f'sampled_properties(name="props", fixture="{fixture}", manifest="{manifest}", '
+                         'dependencies=[":catalog"])'),
+        "checks/catalog.yaml": "",
+    })
+
+
+def dependencies(runner: RuleRunner) -> set[Address]:
+    target = runner.get_target(SUITE)
+    return set(runner.request(Addresses, [DependenciesRequest(target[SampledPropertiesDependenciesField])]))
+
+
+def test_fixture_and_manifest_are_dependencies(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    assert dependencies(rule_runner) == {FIXTURE, MANIFEST, Address("checks", target_name="catalog")}
+    closure = rule_runner.request(TransitiveTargets, [TransitiveTargetsRequest([SUITE])]).closure
+    assert {FIXTURE, MANIFEST} <= {t.address for t in closure}
+
+
+def test_the_suite_is_a_dependent_of_its_fixture_and_manifest(rule_runner: RuleRunner) -> None:
+    # What `--changed-dependents` follows: a changed pin or catalog reaches the suite.
+    write_repo(rule_runner)
+    for address in (FIXTURE, MANIFEST):
+        found = rule_runner.request(Dependents, [DependentsRequest([address], transitive=True, include_roots=False)])
+        assert list(found) == [SUITE]
+
+
+@pytest.mark.parametrize("fixture, manifest", [
+    ("fixtures:missing", ":manifest"),  # no such target
+    ("nowhere:epoch", ":manifest"),  # no such folder
+    ("a:b:c", ":manifest"),  # not an address
+    ("fixtures:gen", ":manifest"),  # a target of another type
+    ("fixtures:epoch", "fixtures:epoch"),
+])
+def test_an_unresolvable_string_adds_no_edge(rule_runner: RuleRunner, fixture: str, manifest: str) -> None:
+    # The gate reports it as a reason: the build graph stays loadable so that it can.
+    write_repo(rule_runner, fixture=fixture, manifest=manifest)
+    expected = {Address("checks", target_name="catalog")}
+    expected |= {FIXTURE} if fixture == "fixtures:epoch" else {MANIFEST}
+    assert dependencies(rule_runner) == expected
