@@ -112,12 +112,13 @@ class Repo:
         return subprocess.run(["./pants", "--no-pantsd", *args], cwd=self.root, capture_output=True, text=True,
                               env={**env, **GIT_ENV}, timeout=900)
 
-    def gate(self, *args: str) -> GateRun:
-        """`pants gate`: every suite with --changed-since (which replaces the specs), else `::`."""
+    def gate(self, *args: str, specs: tuple[str, ...] = ("::",)) -> GateRun:
+        """`pants gate SPECS`; with --changed-since (which replaces the specs) every suite."""
         report_path = self.root / "dist" / "gate" / "report.json"
         if report_path.exists():
             report_path.unlink()
-        specs = () if any(a.startswith("--changed-since") for a in args) else ("::",)
+        if any(a.startswith("--changed-since") for a in args):
+            specs = ()
         done = self.pants(*args, "gate", *specs)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         assert report, f"no report; exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
