@@ -7,13 +7,18 @@ from pathlib import Path
 from pants.base.build_root import BuildRoot
 from pants.engine.console import Console
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.build_graph.address import BuildFileAddress, BuildFileAddressRequest
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.engine.target import AllTargets
 from pants.option.option_types import StrListOption, StrOption
 from pants.util.strutil import help_text
 
 from epoch_gate import codeowners
 from epoch_gate.reasons import EvidenceError
+from epoch_gate_pants.fixture import FixtureFiles, FixtureFilesRequest
 from epoch_gate_pants.protected import ProtectedPaths
+from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
+from epoch_gate_pants.target_types import SampledPropertiesOracleOwnersField, SampledPropertiesTarget
 
 
 class CodeownersSubsystem(GoalSubsystem):
@@ -23,7 +28,8 @@ class CodeownersSubsystem(GoalSubsystem):
         Print CODEOWNERS lines that give the gate's protected set (the oracle's files from the build
         graph, the BUILD files declaring them, the gate's code, observations, freezes, pants.toml and
         `[gate].protected`) to its reviewers, so branch protection asks them exactly where `pants gate`
-        refuses a change. Append the block to `.github/CODEOWNERS`; with `--check`, verify that file
+        refuses a change. A suite's `oracle_owners` are added, in a group of lines of its own, on the
+        files of that suite's oracle. Append the block to `.github/CODEOWNERS`; with `--check`, verify that file
         still ends with it (exit 1 when the build graph has moved on).
         """
     )
@@ -51,11 +57,30 @@ def _read(relative: str) -> str:
         return ""
 
 
+async def _suite_owners(all_targets: AllTargets) -> list[codeowners.SuiteOwners]:
+    """Each suite with `oracle_owners`, and the files of its oracle as Pants loads them."""
+    owned = [t for t in all_targets
+             if isinstance(t, SampledPropertiesTarget) and t[SampledPropertiesOracleOwnersField].value]
+    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in owned)
+    resolved = [s for s in suites if s.fixture is not None and s.manifest is not None]
+    fixtures = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(s.fixture.address)) for s in resolved)
+    manifests = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in resolved)
+    build_files = await MultiGet(
+        Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="gate-codeowners"))
+        for s in resolved for t in (s.target, s.fixture, s.manifest))
+    builds = [build_files[3 * i:3 * i + 3] for i in range(len(resolved))]
+    return [codeowners.SuiteOwners(str(s.target.address), tuple(s.target[SampledPropertiesOracleOwnersField].value),
+                                   (f.pin_path, f.generator_path, *f.input_paths, m.manifest_path, m.catalog_path,
+                                    *m.predicate_paths, *(b.rel_path for b in build)))
+            for s, f, m, build in zip(resolved, fixtures, manifests, builds)]
+
+
 @goal_rule
-async def gate_codeowners(console: Console, options: CodeownersSubsystem) -> GateCodeowners:
+async def gate_codeowners(console: Console, options: CodeownersSubsystem, all_targets: AllTargets) -> GateCodeowners:
     protected = await Get(ProtectedPaths)
+    suites = await _suite_owners(all_targets)
     try:
-        lines = codeowners.block(protected.as_set(), options.owners)
+        lines = codeowners.block(protected.as_set(), options.owners, suites)
         if options.check:
             codeowners.check(_read(options.check), lines, options.check)
             console.print_stderr(f"{options.check} covers the protected set ({len(lines) - 2} patterns)")

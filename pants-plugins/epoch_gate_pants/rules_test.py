@@ -463,3 +463,33 @@ def test_codeowners_cover_the_protected_set_and_check_the_file(rule_runner: Rule
                              .replace('predicates=["props.py"]', 'predicates=["props.py", "extra_properties.py"]')})
     stale = rule_runner.run_goal_rule(GateCodeowners, args=check)
     assert stale.exit_code == 1 and "refused [artifact-malformed] .github/CODEOWNERS" in stale.stderr
+
+
+def test_codeowners_group_a_suites_oracle_under_its_own_owners(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"checks/BUILD": rule_runner.read_file("checks/BUILD").replace(
+        'dependencies=[":preds", "src:lib"])', 'dependencies=[":preds", "src:lib"], oracle_owners=["org/payments"])')})
+    result = rule_runner.run_goal_rule(GateCodeowners, args=["--gate-codeowners-owners=['@org/oracle']"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    group = lines[lines.index("# suite checks:props") + 1:-1]
+    assert group == [f"/{path} @org/oracle @org/payments" for path in sorted(
+        ["checks/BUILD", "checks/catalog.yaml", "checks/manifest.json", "checks/props.py", "fixtures/BUILD",
+         "fixtures/EPOCH", "fixtures/base.json", "fixtures/gen.py"])]
+
+
+def test_tailor_proposes_one_suite_per_named_pair_in_a_monorepo(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files({
+        "fixtures/payments/generate_payments.py": GENERATOR,
+        "fixtures/payments/base.json": '{"count": 5}\n',
+        "fixtures/inventory/generate_inventory.py": GENERATOR,
+        "fixtures/inventory/base.json": '{"count": 5}\n',
+        "checks/payments/catalog.yaml": CATALOG,
+        "checks/inventory/catalog.yaml": CATALOG,
+    })
+    result = rule_runner.run_goal_rule(TailorGoal, args=["::"])
+    assert result.exit_code == 0, result.stderr
+    for name in ("payments", "inventory"):
+        build = rule_runner.read_file(f"checks/{name}/BUILD")
+        assert (f'sampled_properties(\n    name="properties",\n    fixture="fixtures/{name}:{name}_epoch",\n'
+                f'    manifest="checks/{name}:manifest",\n)') in build, build

@@ -12,6 +12,7 @@ from pants.engine.target import (
     SecondaryOwnerMixin,
     SingleSourceField,
     StringField,
+    StringSequenceField,
     Target,
 )
 from pants.util.strutil import help_text
@@ -212,10 +213,23 @@ class SampledPropertiesMaxWitnessesField(IntField):
     )
 
 
+class SampledPropertiesOracleOwnersField(StringSequenceField):
+    alias = "oracle_owners"
+    default = ()
+    help = help_text(
+        """
+        Who reviews this suite's oracle besides `[gate-codeowners].owners`: CODEOWNERS owners
+        (`org/team`, `user` or an email). `pants gate-codeowners` gives them the suite's pin,
+        generator, inputs, manifest, catalog, predicates and the BUILD files declaring them.
+        """
+    )
+
+
 class SampledPropertiesTarget(Target):
     alias = "sampled_properties"
     core_fields = (*COMMON_TARGET_FIELDS, SampledPropertiesFixtureField, SampledPropertiesManifestField,
-                   SampledPropertiesDependenciesField, SampledPropertiesMaxWitnessesField)
+                   SampledPropertiesDependenciesField, SampledPropertiesMaxWitnessesField,
+                   SampledPropertiesOracleOwnersField)
     help = help_text(
         """
         The sampled properties of a manifest, replayed over an epoch's fixture world by `pants test`.

@@ -8,6 +8,7 @@ the end of the file; `check` insists on that.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from epoch_gate.changes import ProtectedSet
@@ -29,14 +30,34 @@ def _pattern(entry: str) -> str:
     return "/" + entry.lstrip("/")
 
 
-def block(protected: ProtectedSet, owners: Sequence[str]) -> list[str]:
+@dataclass(frozen=True)
+class SuiteOwners:
+    """A suite's own oracle reviewers and the protected files of its oracle (pin, generator, inputs,
+    manifest, catalog, predicates, the BUILD files declaring them)."""
+
+    address: str
+    owners: tuple[str, ...]
+    paths: tuple[str, ...]
+
+
+def _who(owners: Sequence[str]) -> str:
+    # Pants reads an option value starting with `@` as a file name, so `org/team` and `user` are accepted too.
+    return " ".join(owner if "@" in owner else f"@{owner}" for owner in owners)
+
+
+def block(protected: ProtectedSet, owners: Sequence[str], suites: Sequence[SuiteOwners] = ()) -> list[str]:
+    """The protected set for `owners`; then, per suite with owners of its own, its oracle's files for both
+    (the later line wins in CODEOWNERS, so it must name the repository's owners too)."""
     if not owners:
         raise fail(Code.ARTIFACT_MISSING, "pants.toml",
                    "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
                    expected="[gate-codeowners].owners: who reviews the oracle", found="none")
-    # Pants reads an option value starting with `@` as a file name, so `org/team` and `user` are accepted too.
-    who = " ".join(owner if "@" in owner else f"@{owner}" for owner in owners)
-    return [BEGIN, *(f"{_pattern(entry)} {who}" for entry in protected.sorted_entries()), END]
+    lines = [BEGIN, *(f"{_pattern(entry)} {_who(owners)}" for entry in protected.sorted_entries())]
+    for suite in sorted(suites, key=lambda s: s.address):
+        if suite.owners:
+            both = _who([*owners, *(o for o in suite.owners if o not in owners)])
+            lines += [f"# suite {suite.address}", *(f"{_pattern(path)} {both}" for path in sorted(set(suite.paths)))]
+    return [*lines, END]
 
 
 def check(text: str, expected: Sequence[str], path: str) -> None:

@@ -47,3 +47,13 @@ def test_check_wants_the_block_last() -> None:
         with pytest.raises(EvidenceError) as caught:
             codeowners.check(text, lines, "CODEOWNERS")
         assert caught.value.reason.code is code
+
+
+def test_a_suites_owners_review_its_oracle_with_the_repositorys() -> None:
+    payments = codeowners.SuiteOwners("payments:props", ("org/payments",), ("payments/EPOCH", "payments/BUILD"))
+    silent = codeowners.SuiteOwners("inventory:props", (), ("inventory/EPOCH",))
+    lines = codeowners.block(PROTECTED, ["org/oracle"], [silent, payments])
+    start = lines.index("# suite payments:props")
+    assert lines[start + 1:start + 3] == ["/payments/BUILD @org/oracle @org/payments",
+                                          "/payments/EPOCH @org/oracle @org/payments"]
+    assert "# suite inventory:props" not in lines and lines[-1] == codeowners.END
