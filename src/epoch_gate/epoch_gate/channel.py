@@ -53,7 +53,7 @@ class Channel:
     def __init__(self, calls: list[str], sandbox: Path, sandbox_names: Iterable[str],
                  child_path: Iterable[str]) -> None:
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT,
-                "--sandbox-names", ",".join(sorted(set(sandbox_names)))]
+                "--sandbox-names", ",".join(sorted(set(sandbox_names))), f"--parent={os.getpid()}"]
         argv += [f"--call={call}" for call in calls]
         argv += [f"--child-path={folder}" for folder in child_path]
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).

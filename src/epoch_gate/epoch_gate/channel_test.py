@@ -65,3 +65,43 @@ def test_a_child_breaking_the_protocol_is_an_error(tmp_path: Path, monkeypatch: 
     assert says in outcomes[affected[0]].detail
     if affected == "b":
         assert (outcomes["a"].outcome, outcomes["a"].records) == ("pass", 10)
+
+
+# A runner that starts the real child on a predicate that never returns, says the child's pid, and waits.
+RUNNER = """import sys, time
+from pathlib import Path
+from epoch_gate.channel import Channel
+from epoch_gate import stream
+channel = Channel(["predicate=spin:forever"], Path(sys.argv[1]), ["spin"], [])
+print(channel._process.pid, flush=True)
+channel._process.stdin.write(stream.request(0, [b"{}"]))
+channel._process.stdin.flush()
+time.sleep(600)
+"""
+
+
+def test_the_child_dies_with_its_runner(tmp_path: Path) -> None:
+    """The child has its own session, so a runner killed from outside (a Pants timeout, with no jail to
+    take the child along) must not leave a looping predicate running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "spin.py").write_text("def forever(record):\n    while True:\n        pass\n")
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    child = int(runner.stdout.readline())  # type: ignore[union-attr]
+    time.sleep(1)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    for _ in range(100):
+        try:  # gone, or a zombie no one reaps (a container's pid 1 may not)
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the child outlived its runner")

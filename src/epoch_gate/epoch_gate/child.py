@@ -10,9 +10,11 @@ Before and after each batch it checks that its protected code is what it loaded 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import BinaryIO, Callable, Optional, Sequence, Union
 from epoch_gate import stream
 from epoch_gate.finder import SandboxFinder
 from epoch_gate.integrity import Predicate, Snapshot, Tampered, protected_predicate, snapshot, verify_modules
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 # Stable reason codes (epoch_gate.reasons.Code values), spelled out: the child imports no more than it needs.
 PREDICATE_ERROR = "predicate-error"
@@ -130,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="per property, in order: predicate=module:function or probe=module:function")
     parser.add_argument("--sandbox-names", default="", help="top-level names importable from the cwd")
     parser.add_argument("--child-path", action="append", default=[], help="a folder after the standard library")
+    parser.add_argument("--parent", type=int, default=0, help="the runner's pid: the child dies with it")
     return parser
 
 
@@ -193,8 +198,21 @@ def serve(calls: list[str], sandbox: Path, channel_in: BinaryIO, channel_out: Bi
         flush()
 
 
+def _die_with(parent: int) -> None:
+    """The child runs in its own session (so the runner can kill its whole group), which also puts it out
+    of reach of whoever ends the runner: a replay timed out outside a jail would leave a looping predicate
+    running forever. Linux's parent-death signal ends it with the runner."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the jail's --die-with-parent and the runner's kill remain
+        return
+    if parent and os.getppid() != parent:  # the runner was gone before the signal was armed
+        os._exit(1)
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
+    _die_with(args.parent)
     channel_in, channel_out = _private_channel()
     sandbox = Path.cwd()
     sys.meta_path.append(SandboxFinder((n for n in args.sandbox_names.split(",") if n), sandbox))
