@@ -9,6 +9,7 @@ from pants.backend.project_info.dependents import rules as dependents_rules
 from pants.build_graph.address import Address
 from pants.core import register as core_backend
 from pants.engine.addresses import Addresses
+from pants.engine.internals.graph import Owners, OwnersRequest
 from pants.engine.rules import QueryRule
 from pants.engine.target import DependenciesRequest, TransitiveTargets, TransitiveTargetsRequest
 from pants.testutil.rule_runner import RuleRunner
@@ -25,7 +26,8 @@ SUITE = Address("checks", target_name="props")
 def rule_runner() -> RuleRunner:
     return RuleRunner(
         rules=[*edges.rules(), *dependents_rules(), QueryRule(Addresses, [DependenciesRequest]),
-               QueryRule(TransitiveTargets, [TransitiveTargetsRequest]), QueryRule(Dependents, [DependentsRequest])],
+               QueryRule(TransitiveTargets, [TransitiveTargetsRequest]), QueryRule(Dependents, [DependentsRequest]),
+               QueryRule(Owners, [OwnersRequest])],
         target_types=[*target_types(), *core_backend.target_types()],
     )
 
@@ -34,10 +36,12 @@ def write_repo(runner: RuleRunner, fixture: str = "fixtures:epoch", manifest: st
     runner.write_files({
         "fixtures/BUILD": 'epoch_fixture(name="epoch", generator="gen.py")\nresource(name="gen", source="gen.py")',
         "fixtures/gen.py": "",
+        "fixtures/EPOCH": "{}",
         "checks/BUILD": ('property_manifest(name="manifest")\nresource(name="catalog", source="catalog.yaml")\n'
                          f'sampled_properties(name="props", fixture="{fixture}", manifest="{manifest}", '
                          'dependencies=[":catalog"])'),
         "checks/catalog.yaml": "",
+        "checks/manifest.json": "{}",
     })
 
 
@@ -53,12 +57,16 @@ def test_fixture_and_manifest_are_dependencies(rule_runner: RuleRunner) -> None:
     assert {FIXTURE, MANIFEST} <= {t.address for t in closure}
 
 
-def test_the_suite_is_a_dependent_of_its_fixture_and_manifest(rule_runner: RuleRunner) -> None:
-    # What `--changed-dependents` follows: a changed pin or catalog reaches the suite.
+@pytest.mark.parametrize("path, owner", [
+    ("fixtures/EPOCH", FIXTURE), ("fixtures/gen.py", FIXTURE), ("checks/manifest.json", MANIFEST),
+    ("checks/catalog.yaml", MANIFEST),
+])
+def test_a_changed_oracle_file_reaches_the_suite(rule_runner: RuleRunner, path: str, owner: Address) -> None:
+    # What `--changed-since --changed-dependents` does: the file's owners, then their dependents.
     write_repo(rule_runner)
-    for address in (FIXTURE, MANIFEST):
-        found = rule_runner.request(Dependents, [DependentsRequest([address], transitive=True, include_roots=False)])
-        assert list(found) == [SUITE]
+    assert owner in rule_runner.request(Owners, [OwnersRequest((path,))])
+    found = rule_runner.request(Dependents, [DependentsRequest([owner], transitive=True, include_roots=False)])
+    assert list(found) == [SUITE]
 
 
 @pytest.mark.parametrize("fixture, manifest", [

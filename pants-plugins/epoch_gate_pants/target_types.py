@@ -26,6 +26,9 @@ class _FailLoudly:
 
 class _MayBeMinted:
     # The pin and the manifest are written by `pin-epoch` / `sample-properties`: absent before that.
+    # Each is also a secondary owner (mixed in last, after the field's `filespec`): Pants' owner lookup reads
+    # only one `SourcesField` per target, so without it a changed pin or manifest maps to no oracle target,
+    # and `--changed-dependents` never reaches the suite.
     default_glob_match_error_behavior = GlobMatchErrorBehavior.ignore
     expected_num_files = range(0, 2)
 
@@ -33,7 +36,7 @@ class _MayBeMinted:
 # -- epoch_fixture -----------------------------------------------------------------------------
 
 
-class EpochFixturePinField(_MayBeMinted, SingleSourceField):
+class EpochFixturePinField(_MayBeMinted, SingleSourceField, SecondaryOwnerMixin):
     alias = "pin"
     required = False
     default = "EPOCH"
@@ -100,7 +103,7 @@ class EpochFixtureTarget(Target):
 # -- property_manifest -------------------------------------------------------------------------
 
 
-class PropertyManifestSourceField(_MayBeMinted, SingleSourceField):
+class PropertyManifestSourceField(_MayBeMinted, SingleSourceField, SecondaryOwnerMixin):
     alias = "manifest"
     required = False
     default = "manifest.json"
