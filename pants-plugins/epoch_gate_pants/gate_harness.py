@@ -175,6 +175,10 @@ def observations(report: dict[str, Any]) -> list[dict[str, Any]]:
     return _unique([*report.get("observations", []), *(o for s in suites(report) for o in s.get("observations", []))])
 
 
+def properties(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*report.get("properties", []), *(p for s in suites(report) for p in s.get("properties", []))]
+
+
 def identities(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [*([report["identities"]] if "identities" in report else []), *(s["identities"] for s in suites(report))]
 
@@ -277,6 +281,15 @@ class GateRepo:
         """Commits as reviewed history: origin/main (the default trusted ref) moves to it, as after a merge."""
         commit = self.commit(message)
         self.git("update-ref", "refs/remotes/origin/main", commit)
+        return commit
+
+    def candidate(self, name: str, files: dict[str, str]) -> str:
+        """A commit on its own branch from main, never checked out: what trusted mode judges as data."""
+        self.git("checkout", "-q", "-B", name, "main")
+        for rel, text in files.items():
+            self.write(rel, text)
+        commit = self.commit(name)
+        self.git("checkout", "-q", "main")
         return commit
 
     def gate(self, *options: str, report_at: str = "dist/gate/report.json") -> GateRun:

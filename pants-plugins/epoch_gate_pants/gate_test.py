@@ -1,5 +1,6 @@
 """The scenario table of tests/e2e/scenarios_test.py as goal tests: each change an agent might make,
-committed on top of a small landed example, judged by `pants --changed-since=<base> gate` in a RuleRunner.
+committed on top of a small landed example, judged by `pants --changed-since=<base> gate` in a RuleRunner; and trusted mode's (`--gate-candidate`)
+refusals of a candidate that tries to program the judge, from tests/e2e/trusted_test.py.
 
 One RuleRunner serves the module (its memo and process cache make a judged-before replay free); each test
 starts from the example as landed (`GateRepo.reset`)."""
@@ -20,6 +21,7 @@ from epoch_gate_pants.gate_harness import (
     identities,
     observations,
     oracle_changes,
+    properties,
     reasons,
 )
 
@@ -302,3 +304,64 @@ def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: GateRepo)
     assert not [line for line in run.stdout.splitlines()
                 if line.startswith("::") and not line.startswith(("::error ", "::warning "))], run.stdout
     assert (repo.root / "dist").is_file()
+
+
+
+# -- trusted mode: the judge is the landed checkout; the candidate, a commit it reads as data ----------
+
+# Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
+GATE_PATCH = """
+_import = __builtins__["__im" + "port__"]
+_decision = _import("epoch_gate.decision", fromlist=["Verdict"])
+_gate = _import("epoch_gate_pants.gate", fromlist=["decide"])
+_gate.decide = lambda evidence: _decision.Verdict(_decision.Label.ELIGIBLE, ())
+"""
+# Product code, run when the predicates import it: swaps the predicates' module for one where everything
+# holds, and rebinds whatever of the runner it finds loaded beside it.
+RIGGED_PRODUCT = """
+import sys as _sys, types as _types
+
+
+def _holds(*args, **kwargs):
+    return True
+
+
+_fake = _types.ModuleType("checks.props")
+_fake.__getattr__ = lambda name: _holds
+_sys.modules["checks.props"] = _fake
+for _name, _module in list(_sys.modules.items()):
+    if _name.startswith("epoch_gate"):
+        for _attr in list(vars(_module)):
+            if _attr.startswith(("judge", "_held", "evaluate", "verify")) and callable(getattr(_module, _attr)):
+                setattr(_module, _attr, _holds)
+"""
+
+
+def buggy_product(repo: GateRepo) -> str:
+    return repo.read(REFUND_BUG[0]).replace(REFUND_BUG[1], REFUND_BUG[2])
+
+
+def test_trusted_mode_passes_an_honest_candidate_and_attests_it(repo: GateRepo) -> None:
+    commit = repo.candidate("honest", {"src/notes.py": '"""Notes."""\n'})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
+    assert run.report["mode"] == "trusted"
+    assert [c["path"] for c in run.report["changed"]] == ["src/notes.py"]
+    assert commit in repo.read("dist/gate/statement.intoto.json")
+
+
+def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:
+    commit = repo.candidate("build-patch", {REFUND_BUG[0]: buggy_product(repo),
+                                            "src/BUILD": repo.read("src/BUILD") + GATE_PATCH})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert_closed_with(run, "property-failed", "build-file-code")
+    assert [r["path"] for r in reasons(run.report, "build-file-code")] == ["src/BUILD"]
+
+
+def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo) -> None:
+    commit = repo.candidate("rigged", {REFUND_BUG[0]: buggy_product(repo) + RIGGED_PRODUCT})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    # The child notices the swap (or, failing that, the bug is still found); nothing passes.
+    assert codes(run.report) & {"predicate-replaced", "property-failed"}, run.stdout
+    assert properties(run.report) and not any(p["outcome"] == "pass" for p in properties(run.report)), run.stdout
