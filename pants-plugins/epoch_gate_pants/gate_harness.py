@@ -153,7 +153,8 @@ def suites(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A v2 report may list a suite's entry at the top too: each entry once, in order."""
-    seen, out = set(), []
+    seen: set[str] = set()
+    out = []
     for item in items:
         key = json.dumps(item, sort_keys=True)
         if key not in seen:
@@ -176,7 +177,7 @@ def observations(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def properties(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*report.get("properties", []), *(p for s in suites(report) for p in s.get("properties", []))]
+    return _unique([*report.get("properties", []), *(p for s in suites(report) for p in s.get("properties", []))])
 
 
 def identities(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -250,9 +251,10 @@ class GateRepo:
         return done.stdout.strip()
 
     def reset(self, commit: str = "") -> None:
-        """Back to `commit` (default: the example as landed), which becomes origin/main; nothing else on disk."""
+        """Back on main at `commit` (default: the example as landed), which becomes origin/main; nothing else
+        on disk but the RuleRunner's own workdir."""
         commit = commit or self.landed
-        self.git("reset", "-q", "--hard", commit)
+        self.git("checkout", "-q", "-f", "-B", "main", commit)
         self.git("clean", "-q", "-ffdx", "-e", "/.pants.d/")
         self.git("update-ref", "refs/remotes/origin/main", commit)
 
@@ -284,7 +286,8 @@ class GateRepo:
         return commit
 
     def candidate(self, name: str, files: dict[str, str]) -> str:
-        """A commit on its own branch from main, never checked out: what trusted mode judges as data."""
+        """A commit on its own branch from main, which is checked out again after: trusted mode reads the
+        candidate from git objects."""
         self.git("checkout", "-q", "-B", name, "main")
         for rel, text in files.items():
             self.write(rel, text)
