@@ -1,6 +1,6 @@
 """The scenario table of tests/e2e/scenarios_test.py as goal tests: each change an agent might make,
-committed on top of a small landed example, judged by `pants --changed-since=<base> gate` in a RuleRunner; and trusted mode's (`--gate-candidate`)
-refusals of a candidate that tries to program the judge, from tests/e2e/trusted_test.py.
+committed on top of a small landed example, judged by `pants --changed-since=<base> gate` in a RuleRunner;
+also the attacks of tests/e2e/holes_test.py and trusted mode's refusals from tests/e2e/trusted_test.py.
 
 One RuleRunner serves the module (its memo and process cache make a judged-before replay free); each test
 starts from the example as landed (`GateRepo.reset`)."""
@@ -8,6 +8,7 @@ starts from the example as landed (`GateRepo.reset`)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -183,6 +184,69 @@ def test_missing_manifest_on_the_base(repo: GateRepo) -> None:
     base = repo.land("a base without a manifest")
     assert_closed_with(judged(repo, base), "artifact-missing")
 
+
+
+# -- tests/e2e/holes_test.py: attacks on what the oracle is read through ----------------------------------
+
+# Rebinds every predicate to "holds" before any of them is imported.
+RIGGED_INIT = """import importlib
+_rigged = importlib.import_module(__name__ + ".props")
+for _name in dir(_rigged):
+    if not _name.startswith("_") and callable(getattr(_rigged, _name)):
+        setattr(_rigged, _name, lambda record: True)
+"""
+
+
+def test_attacks_on_what_the_oracle_is_read_through(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit(*REFUND_BUG)
+    # 1. The predicates' package, and a helper module beside them.
+    repo.write("checks/__init__.py", RIGGED_INIT)
+    repo.write("checks/helpers.py", "HOLDS = True\n")
+    # 2. A product package that becomes `checks.props` in the merged sandbox.
+    repo.write("src/checks/props/__init__.py", "def refund_le_captured(record):\n    return True\n")
+    repo.write("src/checks/props/BUILD", "python_sources()\n")
+    repo.write("src/BUILD", 'python_sources(name="lib", dependencies=["src/checks/props"])\n')
+    # 3. Configuration outside pants.toml (protected by name: a RuleRunner reads none), git's view of an
+    # oracle folder.
+    repo.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
+    repo.write("checks/.gitattributes", "catalog.yaml -diff\n")
+    # 4. An evidence folder through a symlink.
+    repo.write("docs/notes/forged.json", "{}\n")
+    (repo.root / "freezes").symlink_to("docs/notes")
+    # A path no UTF-8 decoder takes, and one that would inject a workflow command if printed raw.
+    repo.write(os.fsdecode(b"docs/caf\xe9.md"), "latin-1 name\n")
+    repo.write("docs/a\n::stop-commands::x.md", "control characters in a name\n")
+    repo.commit("an agent's fix, with help")
+
+    run = judged(repo, base)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes",
+            "freezes"} <= set(protected_paths(run)), protected_paths(run)
+    shadowed = " ".join(r["found"] for r in reasons(run.report, "module-shadowed"))
+    assert "src/checks/props/__init__.py" in shadowed  # refused in the replay's sandbox
+    assert "freezes" in [r["path"] for r in reasons(run.report, "path-not-regular")]
+    assert "docs/caf\\xe9.md" in {c["path"] for c in run.report["changed"]}
+    assert not any(line.startswith("::") for line in run.stdout.splitlines())
+
+
+def test_renaming_the_generator_names_the_old_path(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.git("mv", "fixtures/gen.py", "fixtures/generate.py")
+    repo.edit("fixtures/BUILD", 'generator="gen.py"', 'generator="generate.py"')
+    repo.commit("rename the generator")
+    run = judged(repo, base)
+    assert run.verdict == "closed", run.stdout
+    assert {"fixtures/gen.py", "fixtures/BUILD"} <= set(protected_paths(run))
+
+
+def test_a_suite_naming_a_missing_fixture_is_a_closed_report(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit("checks/BUILD", 'fixture="fixtures:epoch"', 'fixture="fixtures:no_such_epoch"')
+    repo.commit("point the suite elsewhere")
+    run = judged(repo, base)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert "checks:props" in [r["path"] for r in reasons(run.report, "artifact-malformed")]
 
 # -- flakes and freezes -----------------------------------------------------------------------
 
