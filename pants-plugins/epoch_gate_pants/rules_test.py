@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import os
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from epoch_gate_pants import register
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
+from epoch_gate_pants.gate_harness import configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import (
@@ -32,9 +31,6 @@ from epoch_gate_pants.replay import (
     SampledPropertiesTestRequest,
 )
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
-
-PEX_SHA = "2917b29129a5865346d87f2b2c7a50670e7abc416429c6b1c8e6c8f45f82871d"
-PEX_SIZE = 3563513
 
 GENERATOR = """
 import argparse, json, os
@@ -62,38 +58,6 @@ CATALOG = """properties:
     predicate: checks.props:refund_le_captured
     description: A refund never exceeds the captured amount.
 """
-
-
-def bootstrapped(name: str, sha256: str) -> str:
-    """A tool the launcher built or provisioned, by its pinned digest (GitHub, where Pants would fetch
-    pex from, is unreachable here; bubblewrap and libfaketime come from Debian's archive)."""
-    roots = [os.environ.get("EPOCH_GATE_CACHE", ""), os.path.expanduser("~/.cache/epoch_gate/bootstrap")]
-    for root in roots:
-        for candidate in sorted(glob.glob(os.path.join(root, "*", name))):
-            if hashlib.sha256(Path(candidate).read_bytes()).hexdigest() == sha256:
-                return candidate
-    pytest.skip(f"no bootstrapped {name} (run ./pants once)")
-
-
-BWRAP_SHA = "85580dd52ed366ece8844e90fa75ac7c4de8802963071344e123221fb9f6f11e"
-FAKETIME_SHA = "45c4822a7516e9c41ec1b5498b0f08665ba4877330e9e9573c1213d16d6629a0"
-
-
-def jail_options() -> list[str]:
-    return [f"--bwrap-url-template=file://{bootstrapped('isolation/bwrap', BWRAP_SHA)}",
-            f"--libfaketime-url-template=file://{bootstrapped('isolation/libfaketime.so.1', FAKETIME_SHA)}"]
-
-
-def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
-    # No jail unless a test asks for one: /usr/bin/bwrap may or may not exist on the host.
-    tools = jail_options() if jailed else ["--bwrap-url-template=file:///nonexistent/bwrap"]
-    runner.set_options(
-        ["--pex-cli-version=v2.1.137", f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
-         f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
-         "--python-interpreter-constraints=['CPython==3.9.*']", "--source-root-patterns=['/', '/src']",
-         "--python-bootstrap-search-path=['<PYENV>', '<PATH>']", *tools, *extra],
-        env_inherit={"PATH", "PYENV_ROOT", "HOME"},
-    )
 
 
 def new_rule_runner(store: Path, named_caches: Path) -> RuleRunner:

@@ -1,0 +1,431 @@
+"""The scenario table of tests/e2e/scenarios_test.py as goal tests: each change an agent might make,
+committed on top of a small landed example, judged by `pants --changed-since=<base> gate` in a RuleRunner;
+also the attacks of tests/e2e/holes_test.py and trusted mode's refusals from tests/e2e/trusted_test.py.
+
+One RuleRunner serves the module (its memo and process cache make a judged-before replay free); each test
+starts from the example as landed (`GateRepo.reset`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from epoch_gate.hashing import canonical_json, canonical_sha256
+from epoch_gate_pants.gate_harness import (
+    EPOCH_ID,
+    GateRepo,
+    GateRun,
+    codes,
+    identities,
+    observations,
+    oracle_changes,
+    properties,
+    reasons,
+)
+
+REFUND_BUG = ("src/payments_lib.py", "refunded <= captured", "refunded < 50")
+# A rare flake: the first call in a process answers wrong, so one record fails once and passes its rerun.
+FLAKY_PRODUCT = """_calls = []
+
+
+def refundable(captured: int, refunded: int) -> bool:
+    _calls.append(1)
+    return len(_calls) > 1 and refunded <= captured
+"""
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> GateRepo:
+    return GateRepo.create(tmp_path_factory.mktemp("gate"))
+
+
+@pytest.fixture
+def repo(example: GateRepo) -> GateRepo:
+    example.reset()
+    return example
+
+
+def judged(repo: GateRepo, base: str) -> GateRun:
+    return repo.gate(f"--changed-since={base}")
+
+
+def oracle_kinds(run: GateRun) -> set[tuple[str, str]]:
+    return {(c["kind"], c["subject"]) for c in oracle_changes(run.report)}
+
+
+def protected_paths(run: GateRun) -> list[str]:
+    return [r["path"] for r in reasons(run.report, "protected-path-changed")]
+
+
+def assert_closed_with(run: GateRun, *expected: str) -> None:
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert set(expected) <= codes(run.report), (expected, codes(run.report))
+
+
+def test_unrelated_change_is_eligible(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("docs/notes.md", "An unrelated note.\n")
+    repo.commit("docs")
+    run = judged(repo, base)
+    assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
+    assert codes(run.report) == set() and oracle_changes(run.report) == []
+    assert [i["epoch_id"] for i in identities(run.report)] == [EPOCH_ID]
+    assert f"epoch     {EPOCH_ID} " in run.stdout and "manifest  sha256 " in run.stdout
+    assert "verdict   eligible" in run.stdout
+
+
+def test_edited_generator(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit("fixtures/gen.py", "import argparse, json, os\n", "import argparse, json, os  # tuned by the agent\n")
+    repo.commit("tweak generator")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed", "generator-mismatch")
+    # What the reviewer reads: the generator moved under the same epoch id.
+    assert oracle_kinds(run) == {("generator-changed", "fixtures/gen.py"), ("new-epoch-id-required", "fixtures/EPOCH")}
+    assert "What this change does to the oracle" in repo.read("dist/gate/report.md")
+
+
+def test_regenerated_fixture_input(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("fixtures/base.json", '{"count": 51}\n')
+    repo.commit("regenerate fixtures")
+    assert_closed_with(judged(repo, base), "protected-path-changed", "input-mismatch", "world-mismatch")
+
+
+def test_loosened_predicate(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("checks/props.py", repo.read("checks/props.py") + "\n\ndef always_true(record: dict) -> bool:\n"
+                                                                 "    return True\n")
+    repo.commit("loosen")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed")
+    assert protected_paths(run) == ["checks/props.py"]
+
+
+def test_dropped_property_with_recomputed_digest(repo: GateRepo) -> None:
+    base = repo.head()
+    manifest = json.loads(repo.read("checks/manifest.json"))
+    manifest["properties"] = [p for p in manifest["properties"] if p["name"] != "refund_le_captured"]
+    manifest["k"] = len(manifest["properties"])
+    manifest["manifest_sha256"] = canonical_sha256({"seed": manifest["seed"], "properties": manifest["properties"]})
+    repo.write("checks/manifest.json", canonical_json(manifest) + b"\n")
+    repo.commit("drop a property")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed", "manifest-not-draw")
+    assert oracle_kinds(run) == {("k-lowered", "checks/manifest.json"), ("property-dropped", "refund_le_captured")}
+
+
+def test_edited_catalog_entry(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit("checks/catalog.yaml", "predicate: checks.props:refund_le_captured",
+              "predicate: checks.props:refunds_never_negative")
+    repo.commit("point a property elsewhere")
+    assert_closed_with(judged(repo, base), "protected-path-changed", "property-differs-from-catalog")
+
+
+def test_edited_build_file_declaring_a_protected_target(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit("fixtures/BUILD", 'inputs=["base.json"])', 'inputs=["base.json"])  # same')
+    repo.commit("touch BUILD")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed")
+    assert "fixtures/BUILD" in protected_paths(run)
+
+
+def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit(*REFUND_BUG)
+    repo.commit("refund against a fixed ceiling")
+    run = judged(repo, base)
+    assert_closed_with(run, "property-failed")
+    assert codes(run.report) == {"property-failed"}
+    (reason,) = reasons(run.report, "property-failed")
+    witness = (repo.root / reason["path"]).read_bytes()
+    (observation,) = [o for o in observations(run.report) if o["property"] == "refund_le_captured"]
+    assert observation["status"] == "fail" and observation["rerun_passed"] is False
+    lines = repo.world["payments.jsonl"].splitlines()
+    assert witness == lines[observation["line"] - 1]  # exactly the offending record: the first refund of 50
+    assert json.loads(witness)["refunded"] == 50
+    assert observation["witness_sha256"] in run.stdout
+
+
+def test_uncommitted_byte_in_the_generator(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("fixtures/gen.py", repo.read("fixtures/gen.py") + "\n")
+    assert_closed_with(judged(repo, base), "protected-path-changed", "generator-mismatch")
+
+
+@pytest.mark.parametrize("option", ["--gate-base", "--changed-since"])
+def test_base_that_does_not_resolve(repo: GateRepo, option: str) -> None:
+    # The real Pants resolves --changed-since before any goal runs (tests/e2e keeps that half); here the
+    # gate's own resolution of either option is what closes.
+    assert_closed_with(repo.gate(f"{option}={'0' * 40}"), "changed-set-unavailable")
+
+
+def test_base_inside_the_change_is_untrusted(repo: GateRepo) -> None:
+    repo.edit("checks/catalog.yaml", "No refund is negative.", "Roughly, no refund is negative.")
+    repo.commit("loosen the catalog first")
+    base = repo.commit("then an innocent-looking commit")
+    # Against its own earlier commit the change looks clean; the base is not reviewed history.
+    run = judged(repo, base)
+    assert_closed_with(run, "base-untrusted")
+    (reason,) = reasons(run.report, "base-untrusted")
+    assert "origin/main" in reason["expected"] and reason["found"] == base
+    assert "protected-path-changed" not in codes(run.report)
+    # Judged against the trusted ref, the catalog edit is seen.
+    assert_closed_with(judged(repo, "origin/main"), "protected-path-changed")
+
+
+def test_missing_manifest_on_the_base(repo: GateRepo) -> None:
+    (repo.root / "checks/manifest.json").unlink()
+    base = repo.land("a base without a manifest")
+    assert_closed_with(judged(repo, base), "artifact-missing")
+
+
+
+# -- tests/e2e/holes_test.py: attacks on what the oracle is read through ----------------------------------
+
+# Rebinds every predicate to "holds" before any of them is imported.
+RIGGED_INIT = """import importlib
+_rigged = importlib.import_module(__name__ + ".props")
+for _name in dir(_rigged):
+    if not _name.startswith("_") and callable(getattr(_rigged, _name)):
+        setattr(_rigged, _name, lambda record: True)
+"""
+
+
+def test_attacks_on_what_the_oracle_is_read_through(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit(*REFUND_BUG)
+    # 1. The predicates' package, and a helper module beside them.
+    repo.write("checks/__init__.py", RIGGED_INIT)
+    repo.write("checks/helpers.py", "HOLDS = True\n")
+    # 2. A product package that becomes `checks.props` in the merged sandbox.
+    repo.write("src/checks/props/__init__.py", "def refund_le_captured(record):\n    return True\n")
+    repo.write("src/checks/props/BUILD", "python_sources()\n")
+    repo.write("src/BUILD", 'python_sources(name="lib", dependencies=["src/checks/props"])\n')
+    # 3. Configuration outside pants.toml (protected by name: a RuleRunner reads none), git's view of an
+    # oracle folder.
+    repo.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
+    repo.write("checks/.gitattributes", "catalog.yaml -diff\n")
+    # 4. An evidence folder through a symlink.
+    repo.write("docs/notes/forged.json", "{}\n")
+    (repo.root / "freezes").symlink_to("docs/notes")
+    # A path no UTF-8 decoder takes, and one that would inject a workflow command if printed raw.
+    repo.write(os.fsdecode(b"docs/caf\xe9.md"), "latin-1 name\n")
+    repo.write("docs/a\n::stop-commands::x.md", "control characters in a name\n")
+    repo.commit("an agent's fix, with help")
+
+    run = judged(repo, base)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes",
+            "freezes"} <= set(protected_paths(run)), protected_paths(run)
+    shadowed = " ".join(r["found"] for r in reasons(run.report, "module-shadowed"))
+    assert "src/checks/props/__init__.py" in shadowed  # refused in the replay's sandbox
+    assert "freezes" in [r["path"] for r in reasons(run.report, "path-not-regular")]
+    assert "docs/caf\\xe9.md" in {c["path"] for c in run.report["changed"]}
+    assert not any(line.startswith("::") for line in run.stdout.splitlines())
+
+
+def test_renaming_the_generator_names_the_old_path(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.git("mv", "fixtures/gen.py", "fixtures/generate.py")
+    repo.edit("fixtures/BUILD", 'generator="gen.py"', 'generator="generate.py"')
+    repo.commit("rename the generator")
+    run = judged(repo, base)
+    assert run.verdict == "closed", run.stdout
+    assert {"fixtures/gen.py", "fixtures/BUILD"} <= set(protected_paths(run))
+
+
+def test_a_suite_naming_a_missing_fixture_is_a_closed_report(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.edit("checks/BUILD", 'fixture="fixtures:epoch"', 'fixture="fixtures:no_such_epoch"')
+    repo.commit("point the suite elsewhere")
+    run = judged(repo, base)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert "checks:props" in [r["path"] for r in reasons(run.report, "artifact-malformed")]
+
+# -- flakes and freezes -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def flaky_base(example: GateRepo) -> tuple[str, dict[str, Any]]:
+    """A landed commit where the flaky product landed with its observation archived; and that flake."""
+    example.reset()
+    example.write("src/payments_lib.py", FLAKY_PRODUCT)
+    example.land("flaky refund check lands")
+    run = example.gate()
+    (flake,) = [o for o in observations(run.report) if o["status"] == "flake"]
+    for suffix in ("json", "bin"):
+        saved = (example.root / f"dist/gate/observations/{flake['id']}.{suffix}").read_bytes()
+        example.write(f"observations/{flake['id']}.{suffix}", saved)
+    return example.land("archive the flake"), flake
+
+
+@pytest.fixture
+def flaky(flaky_base: tuple[str, dict[str, Any]], example: GateRepo) -> tuple[GateRepo, dict[str, Any]]:
+    commit, flake = flaky_base
+    example.reset(commit)
+    return example, flake
+
+
+def freeze(flake: dict[str, Any], **overrides: str) -> str:
+    body = {"observation_id": flake["id"], "epoch_id": flake["epoch_id"], "expires_on": "2099-01-01",
+            "reason": "the refund check's first call in a process is wrong; ticket PAY-17"}
+    body.update(overrides)
+    return json.dumps(body, indent=2) + "\n"
+
+
+def test_unfrozen_flake_is_closed(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("src/payments_lib.py", FLAKY_PRODUCT)
+    repo.commit("flaky refund check")
+    run = judged(repo, base)
+    assert_closed_with(run, "flake-unfrozen")
+    (flake,) = [o for o in observations(run.report) if o["status"] == "flake"]
+    assert flake["rerun_passed"] is True and flake["line"] == 1
+
+
+def test_flake_covered_by_a_freeze_on_the_base_is_hold(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
+    repo, flake = flaky
+    repo.write("freezes/refund-flake.json", freeze(flake))
+    base = repo.land("reviewer freezes the flake")
+    repo.write("docs/notes.md", "An unrelated note.\n")
+    repo.commit("unrelated")
+    run = judged(repo, base)
+    assert run.verdict == "hold" and run.exit_code == 2, run.stdout
+    assert codes(run.report) == {"flake-frozen"}
+    assert flake["witness_sha256"] in run.stdout
+
+
+def test_expired_freeze_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
+    repo, flake = flaky
+    repo.write("freezes/refund-flake.json", freeze(flake, expires_on="2026-01-01"))
+    base = repo.land("a freeze that has since expired")
+    assert_closed_with(repo.gate(f"--changed-since={base}", "--gate-today=2026-01-01"),
+                       "freeze-expired", "flake-unfrozen")
+
+
+def test_freeze_naming_a_test_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
+    repo, flake = flaky
+    repo.write("freezes/refund-flake.json", freeze(flake, observation_id="src/payments_lib_test.py::test_refund"))
+    base = repo.land("a freeze by test name")
+    assert_closed_with(judged(repo, base), "freeze-cites-test", "flake-unfrozen")
+
+
+def test_archived_observation_without_matching_bytes_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
+    repo, flake = flaky
+    repo.write(f"observations/{flake['id']}.bin", b'{"id":"edited"}')
+    repo.write("freezes/refund-flake.json", freeze(flake))
+    base = repo.land("tampered archive")
+    assert_closed_with(judged(repo, base), "observation-witness-mismatch")
+
+
+def test_freeze_from_another_epoch_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
+    repo, flake = flaky
+    repo.write("freezes/refund-flake.json", freeze(flake, epoch_id="payments-e0"))
+    base = repo.land("a freeze for an older epoch")
+    assert_closed_with(judged(repo, base), "freeze-wrong-epoch", "flake-unfrozen")
+
+
+@pytest.mark.parametrize(
+    "path, content",
+    [
+        ("fixtures/EPOCH", None),  # the agent re-pins the epoch
+        ("freezes/quiet.json", json.dumps({"observation_id": f"refund_le_captured-{'0' * 24}", "epoch_id": EPOCH_ID,
+                                           "expires_on": "2099-01-01", "reason": "quiet"}) + "\n"),
+        ("observations/note.json", "{}\n"),
+        ("pants.toml", "[GLOBAL]\n"),  # a RuleRunner reads none: protected as configuration by name
+    ],
+)
+def test_every_other_kind_of_protected_file(repo: GateRepo, path: str, content: str | None) -> None:
+    base = repo.head()
+    repo.write(path, repo.read(path) + "\n" if content is None else content)
+    repo.commit(f"touch {path}")
+    run = judged(repo, base)
+    assert_closed_with(run, "protected-path-changed")
+    assert path in protected_paths(run)
+
+
+def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: GateRepo) -> None:
+    base = repo.head()
+    repo.write("dist", "a regular file: the `/dist/` ignore pattern matches only a folder\n")
+    (repo.root / "freezes").mkdir()
+    with open(bytes(repo.root / "freezes") + b"/\xff.json", "wb") as handle:  # a name that is not UTF-8
+        handle.write(b"{}\n")
+    repo.write("freezes/a\n::stop-commands::x.json", "{}\n")
+    repo.commit("hostile names")
+    run = repo.gate(f"--changed-since={base}", "--gate-annotations=github",
+                    report_at=".pants.d/epoch_gate/gate/report.json")
+    assert ".pants.d/epoch_gate/gate/report.json" in run.stderr, run.stderr
+    assert run.verdict == "closed" and run.exit_code == 1
+    paths = {(r["code"], r["path"]) for r in reasons(run.report)}
+    assert {("output-folder-unsafe", "dist"), ("protected-path-changed", "freezes/\\xff.json"),
+            ("protected-path-changed", "freezes/a\n::stop-commands::x.json")} <= paths, paths
+    assert not [line for line in run.stdout.splitlines()
+                if line.startswith("::") and not line.startswith(("::error ", "::warning "))], run.stdout
+    assert (repo.root / "dist").is_file()
+
+
+
+# -- trusted mode: the judge is the landed checkout; the candidate, a commit it reads as data ----------
+
+# Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
+GATE_PATCH = """
+_import = __builtins__["__im" + "port__"]
+_decision = _import("epoch_gate.decision", fromlist=["Verdict"])
+_gate = _import("epoch_gate_pants.gate", fromlist=["decide"])
+_gate.decide = lambda evidence: _decision.Verdict(_decision.Label.ELIGIBLE, ())
+"""
+# Product code, run when the predicates import it: swaps the predicates' module for one where everything
+# holds, and rebinds whatever of the runner it finds loaded beside it.
+RIGGED_PRODUCT = """
+import sys as _sys, types as _types
+
+
+def _holds(*args, **kwargs):
+    return True
+
+
+_fake = _types.ModuleType("checks.props")
+_fake.__getattr__ = lambda name: _holds
+_sys.modules["checks.props"] = _fake
+for _name, _module in list(_sys.modules.items()):
+    if _name.startswith("epoch_gate"):
+        for _attr in list(vars(_module)):
+            if _attr.startswith(("judge", "_held", "evaluate", "verify")) and callable(getattr(_module, _attr)):
+                setattr(_module, _attr, _holds)
+"""
+
+
+def buggy_product(repo: GateRepo) -> str:
+    return repo.read(REFUND_BUG[0]).replace(REFUND_BUG[1], REFUND_BUG[2])
+
+
+def test_trusted_mode_passes_an_honest_candidate_and_attests_it(repo: GateRepo) -> None:
+    commit = repo.candidate("honest", {"src/notes.py": '"""Notes."""\n'})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
+    assert run.report["mode"] == "trusted"
+    assert [c["path"] for c in run.report["changed"]] == ["src/notes.py"]
+    assert commit in repo.read("dist/gate/statement.intoto.json")
+
+
+def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:
+    commit = repo.candidate("build-patch", {REFUND_BUG[0]: buggy_product(repo),
+                                            "src/BUILD": repo.read("src/BUILD") + GATE_PATCH})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert_closed_with(run, "property-failed", "build-file-code")
+    assert [r["path"] for r in reasons(run.report, "build-file-code")] == ["src/BUILD"]
+
+
+def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo) -> None:
+    commit = repo.candidate("rigged", {REFUND_BUG[0]: buggy_product(repo) + RIGGED_PRODUCT})
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    # The child notices the swap (or, failing that, the bug is still found); nothing passes.
+    assert codes(run.report) & {"predicate-replaced", "property-failed"}, run.stdout
+    assert properties(run.report) and not any(p["outcome"] == "pass" for p in properties(run.report)), run.stdout
