@@ -10,9 +10,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from pants.backend.python import register as python_backend
@@ -144,27 +143,15 @@ def example_files() -> tuple[dict[str, str], dict[str, bytes]]:
     }, world
 
 
-# -- reading a report (schema 1: one suite at the top level; v2: `suites[]` beside global reasons) -----
+# -- reading a report (v2: the repository's reasons, and `suites[]` each with its own) -----------------
 
 
 def suites(report: dict[str, Any]) -> list[dict[str, Any]]:
     return list(report.get("suites", []))
 
 
-def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A v2 report may list a suite's entry at the top too: each entry once, in order."""
-    seen: set[str] = set()
-    out = []
-    for item in items:
-        key = json.dumps(item, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
-    return out
-
-
 def reasons(report: dict[str, Any], code: str | None = None) -> list[dict[str, Any]]:
-    found = _unique([*report.get("reasons", []), *(r for s in suites(report) for r in s.get("reasons", []))])
+    found = [*report.get("reasons", []), *(r for s in suites(report) for r in s["reasons"])]
     return [r for r in found if code is None or r["code"] == code]
 
 
@@ -173,41 +160,22 @@ def codes(report: dict[str, Any]) -> set[str]:
 
 
 def observations(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return _unique([*report.get("observations", []), *(o for s in suites(report) for o in s.get("observations", []))])
+    return [o for s in suites(report) for o in s["observations"]]
 
 
 def properties(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return _unique([*report.get("properties", []), *(p for s in suites(report) for p in s.get("properties", []))])
+    return [p for s in suites(report) for p in s["properties"]]
 
 
 def identities(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [*([report["identities"]] if "identities" in report else []), *(s["identities"] for s in suites(report))]
+    return [s["identities"] for s in suites(report)]
 
 
 def oracle_changes(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return _unique([*report.get("oracle_changes", []),
-                    *(c for s in suites(report) for c in s.get("oracle_changes", []))])
+    return list(report.get("oracle_changes", []))
 
 
 # -- the repository and the goal --------------------------------------------------------------------
-
-
-@contextmanager
-def one_entry_per_folder() -> Iterator[None]:
-    """pytest and Pants' test runner put the same source root on sys.path more than once, and the gate's
-    self-check counts every entry providing its package (module-shadowed); a `pants` process has one."""
-    saved = list(sys.path)
-    seen: set[str] = set()
-    sys.path.clear()
-    for entry in saved:
-        folder = os.path.realpath(entry or os.getcwd())
-        if folder not in seen:
-            seen.add(folder)
-            sys.path.append(entry)
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
 
 
 class GateRun(NamedTuple):
@@ -296,12 +264,14 @@ class GateRepo:
         return commit
 
     def gate(self, *options: str, report_at: str = "dist/gate/report.json") -> GateRun:
-        """`pants [options] gate`; options are flags (`--changed-since=…`, `--gate-base=…`)."""
+        """`pants [options] gate ::`; options are flags (`--changed-since=…`, which replaces the specs, or
+        `--gate-base=…`)."""
         report_path = self.root / report_at
         report_path.unlink(missing_ok=True)
         # The engine learns of edits from a file watcher, asynchronously: say everything may have changed.
         self.runner.scheduler.invalidate_all_files()
-        with one_entry_per_folder():
-            result = self.runner.run_goal_rule(Gate, global_args=runner_options(*options), env_inherit=ENV_INHERIT)
+        specs = [] if any(o.startswith("--changed-since") for o in options) else ["::"]
+        result = self.runner.run_goal_rule(Gate, args=specs, global_args=runner_options(*options),
+                                           env_inherit=ENV_INHERIT)
         report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
         return GateRun(result.exit_code, report, result.stdout, result.stderr)

@@ -259,8 +259,9 @@ def flaky_base(example: GateRepo) -> tuple[str, dict[str, Any]]:
     example.land("flaky refund check lands")
     run = example.gate()
     (flake,) = [o for o in observations(run.report) if o["status"] == "flake"]
+    (folder,) = [s["folder"] for s in run.report["suites"] if s["address"] == flake["suite"]]
     for suffix in ("json", "bin"):
-        saved = (example.root / f"dist/gate/observations/{flake['id']}.{suffix}").read_bytes()
+        saved = (example.root / f"dist/gate/{folder}/observations/{flake['id']}.{suffix}").read_bytes()
         example.write(f"observations/{flake['id']}.{suffix}", saved)
     return example.land("archive the flake"), flake
 
@@ -273,7 +274,8 @@ def flaky(flaky_base: tuple[str, dict[str, Any]], example: GateRepo) -> tuple[Ga
 
 
 def freeze(flake: dict[str, Any], **overrides: str) -> str:
-    body = {"observation_id": flake["id"], "epoch_id": flake["epoch_id"], "expires_on": "2099-01-01",
+    body = {"observation_id": flake["id"], "suite": flake["suite"], "epoch_id": flake["epoch_id"],
+            "expires_on": "2099-01-01",
             "reason": "the refund check's first call in a process is wrong; ticket PAY-17"}
     body.update(overrides)
     return json.dumps(body, indent=2) + "\n"

@@ -15,8 +15,9 @@ _CANDIDATES = ("{}/__init__.py", "{}.py", "{}.pyc", "{}/__init__.pyc")
 
 
 def providers(name: str, path: Sequence[str]) -> list[str]:
-    """Every path entry that could provide the top-level module `name` (a regular package, a module,
-    a sourceless or an extension module), in import order."""
+    """Every place that could provide the top-level module `name` (a regular package, a module, a
+    sourceless or an extension module), in import order; a folder listed twice on the path (test runners
+    do that) is one provider."""
     found = []
     for entry in path:
         folder = entry or os.getcwd()
@@ -25,8 +26,9 @@ def providers(name: str, path: Sequence[str]) -> list[str]:
         hits = [os.path.join(folder, c.format(name)) for c in _CANDIDATES]
         extensions = [e.path for e in os.scandir(folder)
                       if e.name.startswith(name + ".") and e.name.endswith((".so", ".pyd"))]
-        if any(os.path.exists(h) for h in hits) or extensions:
-            found.append(os.path.realpath(os.path.join(folder, name)))
+        provider = os.path.realpath(os.path.join(folder, name))
+        if (any(os.path.exists(h) for h in hits) or extensions) and provider not in found:
+            found.append(provider)
     return found
 
 
