@@ -378,9 +378,9 @@ def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: GateRepo)
 # Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
 GATE_PATCH = """
 _import = __builtins__["__im" + "port__"]
-_decision = _import("epoch_gate.decision", fromlist=["Verdict"])
-_gate = _import("epoch_gate_pants.gate", fromlist=["decide"])
-_gate.decide = lambda evidence: _decision.Verdict(_decision.Label.ELIGIBLE, ())
+_decision = _import("epoch_gate.decision", fromlist=["Label"])
+_judge = _import("epoch_gate.judge", fromlist=["label_of"])
+_decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 # Product code, run when the predicates import it: swaps the predicates' module for one where everything
 # holds, and rebinds whatever of the runner it finds loaded beside it.

@@ -81,23 +81,3 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
     assert "freezes" in reasons_at(run, "path-not-regular")
     assert "docs/caf\\xe9.md" in {c["path"] for c in run.report["changed"]}
     assert not any(line.startswith("::") for line in run.stdout.splitlines())
-
-
-def test_renaming_the_generator_names_the_old_path(repo: Repo) -> None:
-    base = repo.head()
-    repo.git("mv", "fixtures/generate_orders.py", "fixtures/generate.py")
-    repo.edit("fixtures/BUILD", 'generator="generate_orders.py"', 'generator="generate.py"')
-    repo.edit("fixtures/BUILD", 'source="generate_orders.py"', 'source="generate.py"')
-    repo.commit("rename the generator")
-    run = repo.gate(f"--changed-since={base}")
-    assert run.verdict == "closed", run.stdout
-    assert {"fixtures/generate_orders.py", "fixtures/BUILD"} <= reasons_at(run, "protected-path-changed")
-
-
-def test_a_suite_naming_a_missing_fixture_is_a_closed_report(repo: Repo) -> None:
-    base = repo.head()
-    repo.edit("checks/BUILD", 'fixture="fixtures:orders_epoch"', 'fixture="fixtures:no_such_epoch"')
-    repo.commit("point the suite elsewhere")
-    run = repo.gate(f"--changed-since={base}")
-    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert "checks:orders_properties" in reasons_at(run, "artifact-malformed")

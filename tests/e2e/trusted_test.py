@@ -18,29 +18,14 @@ REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment
 # Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
 GATE_PATCH = """
 _import = __builtins__["__im" + "port__"]
-_decision = _import("epoch_gate.decision", fromlist=["Verdict"])
-_gate = _import("epoch_gate_pants.gate", fromlist=["decide"])
-_gate.decide = lambda evidence: _decision.Verdict(_decision.Label.ELIGIBLE, ())
+_decision = _import("epoch_gate.decision", fromlist=["Label"])
+_judge = _import("epoch_gate.judge", fromlist=["label_of"])
+_decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 HOST_PROBES = {"Find interpreter for constraints: CPython==3.9.*", "Locate the interpreter",
                "Read the bubblewrap version", "Probe the jail"}
 # Product code, run when the predicates import `orders`: it swaps the predicates' module for one where
 # everything holds and rebinds whatever of the runner it finds loaded beside it.
-RIGGED_PRODUCT = """
-import sys as _sys, types as _types
-
-def _holds(*args, **kwargs):
-    return True
-
-_fake = _types.ModuleType("checks.orders_properties")
-_fake.__getattr__ = lambda name: _holds
-_sys.modules["checks.orders_properties"] = _fake
-for _name, _module in list(_sys.modules.items()):
-    if _name.startswith("epoch_gate"):
-        for _attr in list(vars(_module)):
-            if _attr.startswith(("judge", "_held", "evaluate", "verify")) and callable(getattr(_module, _attr)):
-                setattr(_module, _attr, _holds)
-"""
 FAKE_LAUNCHER = """#!/usr/bin/env bash
 mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
 """
@@ -96,16 +81,6 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
     assert_property_failed(run)
     # And it could not land to program later judges: a BUILD file that is code is not passed.
     assert [r["path"] for r in run.reasons("build-file-code")] == ["src/orders/orders/BUILD"], run.stdout
-
-
-def test_product_code_cannot_rig_the_runner_or_swap_the_predicates(example: Repo, judge: Repo) -> None:
-    init = (example.root / "src/orders/orders/__init__.py").read_text()
-    commit = candidate(example, "rigged", REFUND_BUG, files={"src/orders/orders/__init__.py": init + RIGGED_PRODUCT})
-    run = judged(judge, commit)
-    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    # The child notices the swap (or, failing that, the bug is still found); nothing passes.
-    assert run.codes() & {"predicate-replaced", "property-failed"}, run.stdout
-    assert not any(p["outcome"] == "pass" for s in run.suites() for p in s["properties"]), run.stdout
 
 
 def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Repo) -> None:
