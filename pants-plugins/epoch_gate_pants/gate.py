@@ -39,7 +39,7 @@ from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.isolation import Jail
-from epoch_gate_pants.protected import ProtectedPaths
+from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.selfcheck import shadowing
 from epoch_gate_pants.subsystems import GateSubsystem
@@ -150,7 +150,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
             # Its BUILD files are never loaded here, but once merged every judge would execute them.
             builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
                 fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in global_options.build_patterns)]
-            findings += build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds})
+            findings += build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
+                                            [t.alias for t in ORACLE_TARGETS])
             files, irregular = candidate_files(root, candidate)
             candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from epoch_gate.reasons import Code, Reason
 
@@ -41,30 +41,46 @@ def problem(source):
         if isinstance(node, ast.keyword) and node.arg is None:
             return f"line {line}: ** arguments"
     return ""
-print(json.dumps(problem(sys.stdin.buffer.read())))
+source = sys.stdin.buffer.read()
+found = problem(source)
+calls = [] if found else sorted({node.func.id for node in ast.walk(ast.parse(source))
+                                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)})
+print(json.dumps({"problem": found, "calls": calls}))
 """
 
 
-def _problem(source: bytes) -> str:
+def _checked(source: bytes) -> tuple[str, tuple[str, ...]]:
+    """(why the file is not plain declarations, or ""; the names it calls)."""
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHECK], input=source, capture_output=True,
                               timeout=PARSE_TIMEOUT, close_fds=False, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"could not be checked ({type(error).__name__})"
+        return f"could not be checked ({type(error).__name__})", ()
     try:
         found = json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
         found = None
-    return found if isinstance(found, str) else f"could not be checked (the checker ended with {done.returncode})"
+    if not (isinstance(found, dict) and isinstance(found.get("problem"), str)
+            and all(isinstance(c, str) for c in found.get("calls", ()))):
+        return f"could not be checked (the checker ended with {done.returncode})", ()
+    return found["problem"], tuple(found["calls"])
 
 
-def build_file_problems(files: Mapping[str, bytes]) -> list[Reason]:
-    """A closing reason per changed BUILD file that is more than literal target declarations."""
+def build_file_problems(files: Mapping[str, bytes], oracle_types: Sequence[str] = ()) -> list[Reason]:
+    """A closing reason per changed BUILD file that is more than literal target declarations, or that
+    declares one of `oracle_types`: the judge's graph does not hold the candidate's targets, so a suite,
+    fixture or manifest the change adds or moves would otherwise land with nobody reviewing its oracle."""
     reasons = []
     for path, source in sorted(files.items()):
-        found = _problem(source)
+        found, calls = _checked(source)
         if found:
             reasons.append(Reason(Code.BUILD_FILE_CODE, path, "target declarations with literal arguments", found,
                                   "a BUILD file of this change holds code: once merged, every judge would "
                                   "execute it, so it is reviewed as an oracle change, not passed"))
+        declared = sorted(set(calls) & set(oracle_types))
+        if declared:
+            reasons.append(Reason(Code.PROTECTED_PATH_CHANGED, path, "unchanged (protected)",
+                                  "declares " + ", ".join(declared),
+                                  "a BUILD file of this change declares oracle targets: a suite, fixture or "
+                                  "manifest it adds or moves is an oracle change, reviewed by hand"))
     return reasons

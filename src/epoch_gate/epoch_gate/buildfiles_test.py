@@ -37,3 +37,11 @@ def test_declarations_with_literal_arguments_pass() -> None:
 def test_code_in_a_build_file_is_refused(source: bytes) -> None:
     (reason,) = build_file_problems({"src/orders/BUILD": source})
     assert reason.code is Code.BUILD_FILE_CODE and reason.path == "src/orders/BUILD" and reason.found
+
+
+def test_a_build_file_declaring_an_oracle_target_is_an_oracle_change() -> None:
+    suite = b'sampled_properties(name="props", fixture="f:e", manifest=":m")\npython_sources()\n'
+    oracle = ("epoch_fixture", "property_manifest", "sampled_properties")
+    (reason,) = build_file_problems({"services/new/BUILD": suite}, oracle)
+    assert reason.code is Code.PROTECTED_PATH_CHANGED and reason.found == "declares sampled_properties"
+    assert build_file_problems({"src/orders/BUILD": DECLARATIONS}, oracle) == []
