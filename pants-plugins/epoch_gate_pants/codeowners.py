@@ -58,10 +58,12 @@ def _read(relative: str) -> str:
 
 
 async def _suite_owners(all_targets: AllTargets) -> list[codeowners.SuiteOwners]:
-    """Each suite with `oracle_owners`, and the files of its oracle as Pants loads them."""
-    owned = [t for t in all_targets
-             if isinstance(t, SampledPropertiesTarget) and t[SampledPropertiesOracleOwnersField].value]
-    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in owned)
+    """Every suite, its `oracle_owners`, and the files of its oracle as Pants loads them (all of them: a
+    file two suites share is no one suite's to approve)."""
+    targets = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
+    if not any(t[SampledPropertiesOracleOwnersField].value for t in targets):
+        return []
+    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in targets)
     resolved = [s for s in suites if s.fixture is not None and s.manifest is not None]
     fixtures = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(s.fixture.address)) for s in resolved)
     manifests = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in resolved)
@@ -69,10 +71,11 @@ async def _suite_owners(all_targets: AllTargets) -> list[codeowners.SuiteOwners]
         Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="gate-codeowners"))
         for s in resolved for t in (s.target, s.fixture, s.manifest))
     builds = [build_files[3 * i:3 * i + 3] for i in range(len(resolved))]
-    return [codeowners.SuiteOwners(str(s.target.address), tuple(s.target[SampledPropertiesOracleOwnersField].value),
+    owners = [tuple(s.target[SampledPropertiesOracleOwnersField].value or ()) for s in resolved]
+    return [codeowners.SuiteOwners(str(s.target.address), who,
                                    (f.pin_path, f.generator_path, *f.input_paths, m.manifest_path, m.catalog_path,
                                     *m.predicate_paths, *(b.rel_path for b in build)))
-            for s, f, m, build in zip(resolved, fixtures, manifests, builds)]
+            for s, who, f, m, build in zip(resolved, owners, fixtures, manifests, builds)]
 
 
 @goal_rule

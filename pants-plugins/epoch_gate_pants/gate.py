@@ -162,9 +162,11 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         findings.append(error.reason)
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
-    # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input.
+    # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
+    # trusted mode every suite too: an attested verdict speaks for the repository, whatever specs CI gave.
     everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    chosen = {t.address for t in (everything if changed.since else specified) if isinstance(t, SampledPropertiesTarget)}
+    whole = changed.since or gate.candidate
+    chosen = {t.address for t in (everything if whole else specified) if isinstance(t, SampledPropertiesTarget)}
     protected, suites = await MultiGet(Get(ProtectedPaths), Get(_SuitesOf, _SuitesRequest(tuple(everything))))
     in_scope = [s for s in suites.suites if s.address in chosen]
     runs = await MultiGet(Get(ReplayRun, ReplayRequest(s.address, candidate=candidate_digest))

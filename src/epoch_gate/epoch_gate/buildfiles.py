@@ -41,7 +41,11 @@ def problem(source):
         if isinstance(node, ast.keyword) and node.arg is None:
             return f"line {line}: ** arguments"
     return ""
-source = sys.stdin.buffer.read()
+try:  # as Pants reads it: UTF-8 text, so a coding line cannot make this parse see other code than Pants runs
+    source = sys.stdin.buffer.read().decode("utf-8")
+except UnicodeDecodeError:
+    print(json.dumps({"problem": "not UTF-8 text", "calls": []}))
+    raise SystemExit(0)
 found = problem(source)
 calls = [] if found else sorted({node.func.id for node in ast.walk(ast.parse(source))
                                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)})

@@ -45,3 +45,15 @@ def test_a_build_file_declaring_an_oracle_target_is_an_oracle_change() -> None:
     (reason,) = build_file_problems({"services/new/BUILD": suite}, oracle)
     assert reason.code is Code.PROTECTED_PATH_CHANGED and reason.found == "declares sampled_properties"
     assert build_file_problems({"src/orders/BUILD": DECLARATIONS}, oracle) == []
+
+
+def test_a_coding_line_cannot_hide_code_from_the_check() -> None:
+    # Under UTF-7 `+ACIAIgAi-` is `"""`: a parser of the bytes would see one string where Pants, which
+    # decodes BUILD files as UTF-8, sees a suite declaration and an import.
+    hidden = (b'# coding: utf-7\npython_sources(name="a", description="+ACIAIgAi-")\n'
+              b'sampled_properties(name="evil", fixture="x", manifest="y")\n__import__("os").getcwd()\n'
+              b'# +ACIAIgAi-)\n')
+    codes = {r.code for r in build_file_problems({"src/BUILD": hidden}, ("sampled_properties",))}
+    assert codes == {Code.BUILD_FILE_CODE}
+    (reason,) = build_file_problems({"src/BUILD": b"python_sources(name='\xff')\n"})
+    assert reason.found == "not UTF-8 text"

@@ -1,8 +1,11 @@
 """`epoch-gate check`: the verdict outside Pants, from paths on the command line or a suites file.
 
 It gathers the same facts `pants gate` gathers from the build graph and hands them to the same
-`epoch_gate.judge`. What it cannot do is build the replay's sandbox: the replay folders it is given are
-checked (suite, epoch, manifest, world, completeness, witnesses), not trusted for the code they ran.
+`epoch_gate.judge`. What it cannot do is build and jail the replay: the replay folders it is given are
+checked (suite, epoch, manifest, world, completeness, witnesses), but nothing ties them to the code
+judged, and a product that outlived an unjailed runner could have rewritten them. So its verdict is
+always advisory (`local`) and never attested, `--candidate` included; only `pants gate --gate-candidate`
+attests. Its protected set is the files and globs it is given, not a build graph's.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Callable, Optional
 
 from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
-from epoch_gate.attestation import STATEMENT_FILE, output_files
+from epoch_gate.attestation import output_files
 from epoch_gate.candidate import open_candidate
 from epoch_gate.changes import (
     DEFAULT_TRUSTED_REFS,
@@ -39,7 +42,7 @@ from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.report import console_lines
 from epoch_gate.text import printable
-from epoch_gate.tree import ReviewedTree, reviewed_tree
+from epoch_gate.tree import reviewed_tree
 from epoch_gate.world import world_record_counts, world_sha256
 
 DEFAULT_SUITE = "suite"
@@ -172,26 +175,24 @@ class _Change:
     base: Optional[str]
     changed: Optional[tuple[ChangedPath, ...]]
     read_change: Callable[[str], Optional[bytes]]
-    tree: Optional[ReviewedTree]
 
 
 def _change(args: argparse.Namespace, root: Path, findings: list[Reason]) -> _Change:
     trusted = tuple(args.trusted_ref or DEFAULT_TRUSTED_REFS)
-    change = _Change(None, None, lambda p: read_file(root, p), None)
+    change = _Change(None, None, lambda p: read_file(root, p))
     try:
         if args.candidate:  # trusted mode: this checkout judges git's merge of the candidate, read as data
             candidate = open_candidate(root, args.candidate, trusted)
-            return _Change(candidate.base, candidate.changed, lambda p: read_at(root, candidate.tree, p),
-                           candidate.reviewed_tree())
+            return _Change(candidate.base, candidate.changed, lambda p: read_at(root, candidate.tree, p))
         if args.changed_file is not None:
             lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
             changed = tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip())
-            return _Change(None, changed, change.read_change, None)
+            return _Change(None, changed, change.read_change)
         base, changed = changed_paths(root, args.base or default_base(root, trusted))
-        change = _Change(base, changed, change.read_change, None)
+        change = _Change(base, changed, change.read_change)
         check_trusted(root, base, () if args.trust_any_base else trusted)
-        # Judged from git: a tree that cannot be attested is not a tree to pass.
-        return _Change(base, changed, change.read_change, reviewed_tree(root))
+        reviewed_tree(root)  # judged from git: a tree git cannot name is not a tree to pass
+        return change
     except EvidenceError as error:
         findings.append(error.reason)
     except (OSError, UnicodeDecodeError) as exc:
@@ -241,16 +242,14 @@ def run_check(args: argparse.Namespace) -> int:
     protected = ProtectedSet(frozenset(path for spec in specs for path in spec.files()),
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
     judgement = judge(
-        ChangeFacts(mode="trusted" if args.candidate else "local", base=change.base, changed=change.changed,
+        ChangeFacts(mode="local", base=change.base, changed=change.changed,
                     protected=protected, oracles=tuple(s.oracle for s in specs), archive=tuple(archive),
                     freezes=tuple(freezes), today=args.today, observations_dir=args.observations,
                     freezes_dir=args.freezes, out=str(out), findings=tuple(findings)),
         suites,
         read_base=(lambda p: read_at(root, change.base, p)) if change.base else None,
         read_change=change.read_change, root=root)
-    if args.candidate and change.tree is None:
-        print(printable(f"no {STATEMENT_FILE}: the candidate could not be read"), file=sys.stderr)
-    files = output_files(judgement.report, judgement.witnesses, change.tree if args.candidate else None,
+    files = output_files(judgement.report, judgement.witnesses, None,
                          time=datetime.datetime.now(datetime.timezone.utc), root=root)
     for rel, data in files.items():
         replace_file(out / rel, data)
@@ -281,9 +280,9 @@ def add_arguments(chk: argparse.ArgumentParser, parse_date: Callable[[str], date
                                         "the first trusted ref the clone holds)")
     changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
     changes.add_argument("--candidate",
-                         help="trusted mode: judge git's merge of this revision into the checkout, which must be a "
-                              "clean checkout of a trusted ref (as `pants gate --gate-candidate`); the verdict is "
-                              "attested (statement.intoto.json)")
+                         help="judge git's merge of this revision into the checkout, which must be a clean "
+                              "checkout of a trusted ref, read from git objects (as `pants gate --gate-candidate`); "
+                              "still advisory: the CLI does not build or jail the replay, so it never attests")
     chk.add_argument("--trusted-ref", action="append", default=[],
                      help="a ref whose history is reviewed; the base must be reachable from one "
                           "(repeatable, a full ref name; default refs/remotes/origin/main)")

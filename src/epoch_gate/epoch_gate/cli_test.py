@@ -119,8 +119,7 @@ def test_module_entry_point(project: Path) -> None:
     assert done.returncode == 0 and done.stdout.startswith("epoch-gate ")
 
 
-def test_check_in_trusted_mode_attests_the_reviewed_tree(project: Path) -> None:
-    from epoch_gate.attestation import layout_problems
+def test_check_judges_a_candidate_as_data_and_never_attests(project: Path) -> None:
     from epoch_gate.tree_test import git, make_repo
 
     make_repo(project)
@@ -130,20 +129,19 @@ def test_check_in_trusted_mode_attests_the_reviewed_tree(project: Path) -> None:
     git(project, "add", "-A")
     git(project, "commit", "-qm", "the oracle")
     git(project, "update-ref", "refs/remotes/origin/main", "HEAD")
-    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02"]
-    assert main(check) == 1  # local mode (the default): advisory, nothing attested
-    assert reported(project)["mode"] == "local"
-    assert not (project / "dist/gate/statement.intoto.json").exists()
-    assert main([*check, "--candidate", "HEAD"]) == 1  # no replay: closed, and attested as such
-    assert reported(project)["mode"] == "trusted"
-    statement = json.loads((project / "dist/gate/statement.intoto.json").read_text())
-    assert layout_problems(statement) == []
-    assert statement["predicate"]["verificationResult"] == "FAILED"
-    head = git(project, "rev-parse", "HEAD")
-    assert statement["predicate"]["resourceUri"] == f"git+{project.resolve().as_uri()}@{head}"
-    assert statement["predicate"]["policy"]["uri"] == f"git+{project.resolve().as_uri()}@{head}"
+    git(project, "checkout", "-qb", "agent")
+    (project / "checks" / "catalog.yaml").write_text(CATALOG.replace("Under a thousand", "Roughly small"))
+    git(project, "commit", "-qam", "loosen the catalog")
+    candidate = git(project, "rev-parse", "HEAD")
+    git(project, "checkout", "-q", "master" if "master" in git(project, "branch") else "main")
+    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02",
+             "--candidate", candidate]
+    assert main(check) == 1
+    report = reported(project)
+    assert report["mode"] == "local" and not (project / "dist/gate/statement.intoto.json").exists()
+    assert ("protected-path-changed", "checks/catalog.yaml") in {(r["code"], r["path"]) for r in report["reasons"]}
     (project / "fixtures" / "gen.py").write_text("print('the judge is dirty')\n")
-    assert main([*check, "--candidate", "HEAD"]) == 1
+    assert main(check) == 1
     assert "base-untrusted" in all_codes(reported(project)) or "changed-set-unavailable" in all_codes(
         reported(project))
 

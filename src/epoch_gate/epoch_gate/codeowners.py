@@ -8,6 +8,7 @@ the end of the file; `check` insists on that.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -46,17 +47,21 @@ def _who(owners: Sequence[str]) -> str:
 
 
 def block(protected: ProtectedSet, owners: Sequence[str], suites: Sequence[SuiteOwners] = ()) -> list[str]:
-    """The protected set for `owners`; then, per suite with owners of its own, its oracle's files for both
-    (the later line wins in CODEOWNERS, so it must name the repository's owners too)."""
+    """The protected set for `owners`; then, per suite with owners of its own, the files of its oracle that
+    no other suite uses, for both (the later line wins in CODEOWNERS, so it names the repository's owners
+    too). `suites` are every suite of the repository: a file two suites share (a BUILD file, a fixture)
+    stays with the repository's owners alone, so neither team approves the other's oracle."""
     if not owners:
         raise fail(Code.ARTIFACT_MISSING, "pants.toml",
                    "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
                    expected="[gate-codeowners].owners: who reviews the oracle", found="none")
     lines = [BEGIN, *(f"{_pattern(entry)} {_who(owners)}" for entry in protected.sorted_entries())]
+    users = Counter(path for suite in suites for path in set(suite.paths))
     for suite in sorted(suites, key=lambda s: s.address):
-        if suite.owners:
+        alone = sorted(path for path in set(suite.paths) if users[path] == 1)
+        if suite.owners and alone:
             both = _who([*owners, *(o for o in suite.owners if o not in owners)])
-            lines += [f"# suite {suite.address}", *(f"{_pattern(path)} {both}" for path in sorted(set(suite.paths)))]
+            lines += [f"# suite {suite.address}", *(f"{_pattern(path)} {both}" for path in alone)]
     return [*lines, END]
 
 

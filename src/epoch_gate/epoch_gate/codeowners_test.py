@@ -50,10 +50,12 @@ def test_check_wants_the_block_last() -> None:
 
 
 def test_a_suites_owners_review_its_oracle_with_the_repositorys() -> None:
-    payments = codeowners.SuiteOwners("payments:props", ("org/payments",), ("payments/EPOCH", "payments/BUILD"))
-    silent = codeowners.SuiteOwners("inventory:props", (), ("inventory/EPOCH",))
+    payments = codeowners.SuiteOwners("payments:props", ("org/payments",),
+                                      ("payments/EPOCH", "payments/BUILD", "shared/BUILD"))
+    silent = codeowners.SuiteOwners("inventory:props", (), ("inventory/EPOCH", "shared/BUILD"))
     lines = codeowners.block(PROTECTED, ["org/oracle"], [silent, payments])
     start = lines.index("# suite payments:props")
-    assert lines[start + 1:start + 3] == ["/payments/BUILD @org/oracle @org/payments",
-                                          "/payments/EPOCH @org/oracle @org/payments"]
+    # The BUILD file both suites use stays with the repository's owners: payments cannot approve it.
+    assert lines[start + 1:-1] == ["/payments/BUILD @org/oracle @org/payments",
+                                   "/payments/EPOCH @org/oracle @org/payments"]
     assert "# suite inventory:props" not in lines and lines[-1] == codeowners.END

@@ -21,7 +21,8 @@ MAX_WITNESS_BYTES = 4 * 1024 * 1024
 def observation_id(suite: str, prop: str, witness: bytes) -> str:
     """Content-addressed: the same failure of the same suite has the same id on every machine, and two
     suites that share a property name and a witness's bytes never share an id."""
-    digest = sha256_bytes(suite.encode("utf-8") + b"\0" + prop.encode("utf-8") + b"\0" + witness)
+    # The names as a JSON list, then NUL, then the bytes: no suite and property pair reads as another.
+    digest = sha256_bytes(canonical_json([suite, prop]) + b"\0" + witness)
     return f"{prop}-{digest[:24]}"
 
 
