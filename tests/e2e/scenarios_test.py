@@ -44,7 +44,7 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
 
 def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
     base = repo.head()
-    repo.edit("src/epoch_gate/epoch_gate/decision.py", '"""The verdict', '"""The (relaxed) verdict')
+    repo.edit("src/epoch_gate/epoch_gate/decision.py", '"""The verdict (', '"""The (relaxed) verdict (')
     repo.write("pants.toml", (repo.root / "pants.toml").read_text() + "\n")
     repo.commit("touch the gate and its configuration")
     run = judged(repo, base)

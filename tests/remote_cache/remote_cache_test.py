@@ -49,7 +49,7 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
     assert counters["remote_cache_read_errors"] == 0, counters
     assert report["verdict"] == ci_report["verdict"] == "eligible"
     assert identities(report) == identities(ci_report) and stdout == ci_stdout
-    assert all(s["cached"] for s in report["suites"]) and not any(s["cached"] for s in ci_report["suites"])
+    assert all(s["cached"] for s in report["suites"])  # every replay came from the remote cache
 
 
 def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo, tmp_path: Path) -> None:
