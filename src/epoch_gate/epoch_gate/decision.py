@@ -1,4 +1,4 @@
-"""The verdict (docs/contract.md, Verdict): one pure function from parsed evidence to `closed`, `hold` or `eligible`."""
+"""The verdict (docs/contract.md, Verdict): pure functions from parsed evidence to `closed`, `hold` or `eligible`."""
 
 from __future__ import annotations
 
