@@ -8,6 +8,7 @@ the report are assembled here once, so the two cannot drift.
 from __future__ import annotations
 
 import datetime
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from epoch_gate.decision import (
 )
 from epoch_gate.freezes import Freeze
 from epoch_gate.observations import Observation
-from epoch_gate.oracle import OracleChange, OraclePaths, Reader, oracle_changes
+from epoch_gate.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
 from epoch_gate.protection import irregular_paths, pinned_at_base
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.report import Mode, Report, SuiteReport, suite_folder
@@ -113,12 +114,23 @@ def _stray_freezes(freezes: Sequence[Freeze], known: set[str]) -> list[Reason]:
             for f in freezes if f.suite not in known]
 
 
+def _touches(oracle: SuiteOracle, changed: Sequence[ChangedPath]) -> bool:
+    """Whether the change touches this suite's oracle files or their folders (a generator or input kept
+    elsewhere is still caught by the protected set; only the reviewer's reading of it is skipped)."""
+    folders = {os.path.dirname(p) for p in (oracle.pin, oracle.manifest, oracle.catalog)}
+    files = {oracle.pin, oracle.manifest, oracle.catalog, *oracle.predicates}
+    return any(c.path in files or os.path.dirname(c.path) in folders for c in changed)
+
+
 def _oracle_changes(change: ChangeFacts, oracles: Sequence[SuiteOracle], read_base: Optional[Reader],
                     read_change: Reader, protected: ProtectedSet) -> tuple[OracleChange, ...]:
     if read_base is None or not change.changed or not protected_changes(change.changed, protected):
         return ()
-    found: dict[OracleChange, None] = {}
-    for oracle in oracles:
+    found: dict[OracleChange, None] = dict.fromkeys(
+        evidence_changes(change.changed, change.freezes_dir, change.observations_dir))
+    # Only the suites whose oracle the change touches are read: at hundreds of suites, reading every
+    # oracle from git on each protected change costs more than the judgement.
+    for oracle in (o for o in oracles if _touches(o, change.changed)):
         paths = OraclePaths(oracle.pin, oracle.manifest, oracle.catalog, oracle.predicates, change.freezes_dir,
                             change.observations_dir)
         found.update(dict.fromkeys(oracle_changes(paths, change.changed, read_base, read_change)))

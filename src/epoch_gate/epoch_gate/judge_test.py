@@ -173,3 +173,16 @@ def test_global_findings_close_whatever_the_suites_say() -> None:
 def test_an_unavailable_changed_set_closes() -> None:
     j = judged(facts(changed=None), suite("payments:props"))
     assert [r.code for r in j.report.verdict.reasons] == [Code.CHANGED_SET_UNAVAILABLE]
+
+
+def test_only_the_oracles_a_change_touches_are_read_for_the_reviewer() -> None:
+    read: list[str] = []
+
+    def reader(path: str) -> Optional[bytes]:
+        read.append(path)
+        return None
+
+    change = dataclasses.replace(facts(changed=(ChangedPath("payments/EPOCH", "modified"),)), base="b" * 40)
+    judge(change, [suite("payments:props"), suite("inventory:props")], read_base=reader, read_change=reader)
+    assert "payments/catalog.yaml" in read and not any(p.startswith("inventory/") and p != "inventory/EPOCH"
+                                                       for p in read)

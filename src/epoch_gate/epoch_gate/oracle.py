@@ -307,8 +307,13 @@ def oracle_changes(paths: OraclePaths, changed: Sequence[ChangedPath], read_old:
     out += _manifest_changes(manifests[0], manifests[1], paths.manifest)  # type: ignore[arg-type]
     out += _catalog_changes(catalogs[0], catalogs[1], paths.catalog)  # type: ignore[arg-type]
     out += _predicate_changes(manifests, paths.predicates, read_old, read_new)  # type: ignore[arg-type]
-    out += _folder_changes(changed, paths.freezes_dir, "freeze",
-                           "a freeze turns a flake into hold: check it cites a real flake and expires soon")
-    out += _folder_changes(changed, paths.observations_dir, "observation",
-                           "archived evidence: only the replay runner writes it; a hand edit is tampering")
-    return tuple(out)
+    return (*out, *evidence_changes(changed, paths.freezes_dir, paths.observations_dir))
+
+
+def evidence_changes(changed: Sequence[ChangedPath], freezes_dir: str,
+                     observations_dir: str) -> tuple[OracleChange, ...]:
+    """What the change does to the repository's freezes and observation archive."""
+    return (*_folder_changes(changed, freezes_dir, "freeze",
+                             "a freeze turns a flake into hold: check it cites a real flake and expires soon"),
+            *_folder_changes(changed, observations_dir, "observation",
+                             "archived evidence: only the replay runner writes it; a hand edit is tampering"))
