@@ -7,7 +7,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
@@ -25,7 +25,7 @@ from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, attestation, report
 from epoch_gate.buildfiles import build_file_problems
-from epoch_gate.candidate import open_candidate
+from epoch_gate.candidate import files_at, open_candidate
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities
@@ -130,6 +130,18 @@ def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestCon
     return SuiteFacts(suite.oracle, identities, expected, replay, tuple(findings), cached)
 
 
+def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
+    """Files at the base: every suite's pin read in one batch up front (the judge reads them all on every
+    run, and a git process per suite would dominate a no-op gate over hundreds of suites), others one by one."""
+    if not base:
+        return None
+    try:
+        known = files_at(root, base, pins)
+    except EvidenceError:
+        known = {}  # then each is read alone, and a failure there is the judge's to report
+    return lambda path: known[path] if path in known else read_at(root, base, path)
+
+
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
                    specified: Targets, all_targets: AllTargets, dist_dir: DistDir, jail: Jail,
@@ -206,7 +218,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                     observations_dir=gate.observations_dir, freezes_dir=gate.freezes_dir, out=out,
                     findings=tuple(findings)),
         facts,
-        read_base=(lambda path: read_at(root, merge_base, path)) if merge_base else None,
+        read_base=_base_reader(root, merge_base, {s.oracle.pin for s in suites.suites if s.oracle}),
         read_change=(lambda path: read_at(root, candidate.tree, path)) if candidate else (
             lambda path: read_file(root, path)),
         root=root)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from epoch_gate.changes import STATUS_NAMES, ChangedPath, check_trusted, commit_of, git_text, run_git
 from epoch_gate.reasons import Code, fail
@@ -139,3 +139,22 @@ def read_blobs(root: Path, oids: Iterable[str]) -> dict[str, bytes]:
         found[oid] = out[end + 1:end + 1 + size]
         at = end + 1 + size + 1
     return found
+
+
+def files_at(root: Path, commit: str, paths: Iterable[str]) -> dict[str, Optional[bytes]]:
+    """Several files' bytes at a commit in two git calls, not one per file; None where a path is not a
+    file there. Raises EvidenceError when git cannot list or read them."""
+    wanted = sorted(set(paths))
+    if not wanted:
+        return {}
+    listing = git_text(root, "-c", "core.quotepath=off", "ls-tree", "-z", "--full-tree", commit, "--", *wanted)
+    oids = {}
+    for entry in listing.split("\0"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            _mode, kind, oid = meta.split(" ")
+            if kind == "blob":
+                oids[path] = oid
+    blobs = read_blobs(root, oids.values())
+    return {path: blobs[oids[path]] if path in oids else None for path in wanted}
+

@@ -117,3 +117,14 @@ def test_a_blob_git_cannot_read_is_a_reason(repo: Path) -> None:
     with pytest.raises(EvidenceError) as error:
         read_blobs(repo, ["0" * 40])
     assert error.value.reason.code is Code.CHANGED_SET_UNAVAILABLE and "missing" in error.value.reason.found
+
+
+def test_files_at_reads_many_files_as_read_at_does(tmp_path: Path) -> None:
+    from epoch_gate.candidate import files_at
+    from epoch_gate.changes import read_at
+    from epoch_gate.tree_test import make_repo
+
+    make_repo(tmp_path)
+    paths = ["a/b.txt", "a.txt", "a", "missing", "run.sh"]
+    assert files_at(tmp_path, "HEAD", paths) == {p: read_at(tmp_path, "HEAD", p) for p in paths}
+    assert files_at(tmp_path, "HEAD", []) == {}
