@@ -21,7 +21,7 @@ from epoch_gate_pants import register
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
-from epoch_gate_pants.gate_harness import configure
+from epoch_gate_pants.gate_harness import GENERATOR, configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import (
@@ -31,19 +31,6 @@ from epoch_gate_pants.replay import (
     SampledPropertiesTestRequest,
 )
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
-
-GENERATOR = """
-import argparse, json, os
-parser = argparse.ArgumentParser()
-parser.add_argument("--out")
-parser.add_argument("--input", action="append")
-args = parser.parse_args()
-base = json.load(open(args.input[0]))
-os.makedirs(args.out)
-with open(os.path.join(args.out, "payments.jsonl"), "w") as out:
-    for i in range(base["count"]):
-        out.write(json.dumps({"id": i, "captured": 100, "refunded": i % 7 * 10}, sort_keys=True) + "\\n")
-"""
 
 PREDICATES = """
 from payments_lib import refundable
