@@ -480,11 +480,14 @@ def measure_trusted(repo: Monorepo, bench: Bench, row: dict[str, Any]) -> None:
     row["trusted verdict"] = bench.gate_verdict()
 
 
-def measure(repo: Monorepo, runs: int) -> dict[str, Any]:
+PARTS = ("warm", "trusted", "cold")
+
+
+def measure(repo: Monorepo, runs: int, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
     """The cold rounds come last: if the run must be cut short, the counts are already recorded."""
     started = time.monotonic()
     bench = Bench(repo.root)
-    row: dict[str, Any] = {"packages": repo.packages}
+    row: dict[str, Any] = {"packages": repo.packages, "parts": parts}
     # Pants' start, plugin and build graph with no process to run: the floor of any cold run.
     listing = bench.pants("--no-pantsd", "list", "::")
     row["targets"], row["startup"] = len(listing.done.stdout.splitlines()), listing.seconds
@@ -493,14 +496,17 @@ def measure(repo: Monorepo, runs: int) -> dict[str, Any]:
         with buildgrid(repo.root) as port:
             seed(bench, port, stores / "main")
             row["suites"] = len(bench.report()["suites"])  # the synthetic ones and the example's
-            try:
-                measure_warm(repo, bench, runs, row)
-            finally:
-                bench.stop_pantsd()
-            log(json.dumps(row))
-            measure_trusted(repo, bench, row)
-            log(json.dumps(row))
-            measure_cold(bench, port, stores, runs, row)
+            if "warm" in parts:
+                try:
+                    measure_warm(repo, bench, runs, row)
+                finally:
+                    bench.stop_pantsd()
+                log(json.dumps(row))
+            if "trusted" in parts:
+                measure_trusted(repo, bench, row)
+                log(json.dumps(row))
+            if "cold" in parts:
+                measure_cold(bench, port, stores, runs, row)
     finally:
         shutil.rmtree(stores, ignore_errors=True)
     row["minutes"] = (time.monotonic() - started) / 60
@@ -513,7 +519,10 @@ def table(rows: list[dict[str, Any]], command: str) -> str:
            "|---|" + "---|" * len(rows)]
 
     def line(label: str, cell: Callable[[dict[str, Any]], str]) -> None:
-        out.append(f"| {label} | " + " | ".join(cell(r) for r in rows) + " |")
+        try:
+            out.append(f"| {label} | " + " | ".join(cell(r) for r in rows) + " |")
+        except KeyError:  # a round not measured (--parts)
+            pass
 
     def each(values: list[object]) -> str:
         return ", ".join(map(str, values))
@@ -540,7 +549,7 @@ def table(rows: list[dict[str, Any]], command: str) -> str:
              lambda r: f"{r['trusted found']}" + (" = expected" if r["trusted exact"] else " **≠ expected**"))
         line("trusted mode: processes executed; time inside them; verdict",
              lambda r: f"{r['trusted processes']}; {r['trusted process s']:.1f} s; {r['trusted verdict']}")
-    else:  # a run stopped at its deadline during trusted mode: what was seen is in the prose
+    elif all("trusted" in r["parts"] for r in rows):  # stopped at its deadline: what was seen is in the prose
         line("trusted mode", lambda r: "stopped before it finished: see below")
     line("new epoch in one suite (new input, re-minted pin): `gate ::`, pantsd on",
          lambda r: summary(r["epoch change"]))
@@ -587,6 +596,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", type=Path, help="replace the monorepo table of this Markdown file")
     parser.add_argument("--keep", type=Path, help="build the repositories here and keep them")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="measure only these rounds (the table then shows only their rows)")
     args = parser.parse_args()
     command = "python3 bench/monorepo.py " + " ".join(sys.argv[1:])
     work = args.keep or Path(tempfile.mkdtemp(prefix="epoch-gate-bench-"))
@@ -600,7 +611,7 @@ def main() -> int:
             root = work / f"repo-{targets}"
             log(f"generating {root}: {args.suites} suites, about {targets} targets")
             repo = generate(root, packages_for(targets, example_targets, args.suites), args.suites)
-            rows.append(measure(repo, args.runs))
+            rows.append(measure(repo, args.runs, tuple(args.parts)))
             print(json.dumps(rows[-1]), file=sys.stderr)
     finally:
         if not args.keep:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from typing import Mapping
 
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.source.source_root import OptionalSourceRootsResult, SourceRootsRequest
 
 from epoch_gate.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
-from epoch_gate.closure import closure, imported
+from epoch_gate.closure import ImportGraph, imported
 from epoch_gate.modules import module_name, top_level
 from epoch_gate.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
@@ -69,6 +70,32 @@ def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent]
 
 
 @dataclass(frozen=True)
+class CandidateModules:
+    """The candidate's files placed by the trusted configuration's source roots, with their import graph:
+    read once per run and shared by every suite's closure (equal when the files are)."""
+
+    files: CandidateFiles
+    places: Mapping[str, str] = field(compare=False, hash=False)  # path -> sandbox path
+    contents: Mapping[str, FileContent] = field(compare=False, hash=False)
+    graph: ImportGraph = field(compare=False, hash=False)
+
+
+@rule(desc="Read the candidate's Python files")
+async def candidate_modules(files: CandidateFiles) -> CandidateModules:
+    contents = await Get(DigestContents, Digest, files.digest)
+    paths = [c.path for c in contents] + [path for path, _ in files.irregular]
+    roots = await Get(OptionalSourceRootsResult, SourceRootsRequest.for_files(paths))
+    places: dict[str, str] = {}
+    for path in paths:
+        found = roots.path_to_optional_root[PurePath(path)].source_root
+        if found is not None:
+            places[path] = strip_root(path, [found.path])[1]
+    by_path = {c.path: c for c in contents if c.path in places}
+    graph = ImportGraph(places, {path: c.content for path, c in by_path.items()})
+    return CandidateModules(files, places, by_path, graph)
+
+
+@dataclass(frozen=True)
 class CandidateClosureRequest:
     candidate: CandidateFiles
     oracle: Digest  # the trusted oracle package's files (repository paths), where the imports start
@@ -80,45 +107,29 @@ class CandidateClosureRequest:
 class CandidateClosure:
     places: tuple[tuple[str, str], ...]  # (candidate path, sandbox path) of every file shipped
     stripped: Digest  # those files at their sandbox paths
-    refusals: tuple[Reason, ...] = ()  # a reached package holding what cannot be shipped as it is
+    refusals: tuple[Reason, ...] = ()  # a reached package folder holding what cannot be shipped as it is
 
 
 @rule(desc="Find the candidate's files a suite imports")
 async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosure:
-    contents, oracle = await MultiGet(Get(DigestContents, Digest, request.candidate.digest),
-                                      Get(DigestContents, Digest, request.oracle))
-    irregular = dict(request.candidate.irregular)
-    paths = [c.path for c in contents] + list(irregular)
-    roots = await Get(OptionalSourceRootsResult, SourceRootsRequest.for_files(paths))
-    places: dict[str, str] = {}
-    for path in paths:
-        found = roots.path_to_optional_root[PurePath(path)].source_root
-        if found is not None:
-            places[path] = strip_root(path, [found.path])[1]
+    modules, oracle = await MultiGet(Get(CandidateModules, CandidateFiles, request.candidate),
+                                     Get(DigestContents, Digest, request.oracle))
     # The oracle's packages are the trusted checkout's: the candidate's copy of them is not the oracle.
     oracle_names = {top_level(stripped) for _, stripped in request.oracle_places}
-    by_path = {c.path: c for c in contents}
-    modules: dict[str, list[str]] = {}
-    for path, stripped in places.items():
-        name = module_name(stripped)
-        if path in by_path and name is not None and stripped.endswith(".py") and \
-                name.split(".")[0] not in oracle_names:
-            modules.setdefault(name, []).append(path)
     oracle_module = {path: module_name(stripped) or "" for path, stripped in request.oracle_places}
     starts = set(request.probes).union(*(
         imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle))
-    reached = closure(starts, modules, lambda wanted: {path: by_path[path].content for path in wanted})
-    # Every file of each top-level package reached ships, not only the modules the tokenizer saw: a
-    # dynamic import with a fallback must not run other code in the replay than the one that lands.
-    packages = {top_level(places[path]) for path in reached}
-    shipped = sorted(p for p in by_path if p in places and top_level(places[p]) in packages)
+    reached = modules.graph.reach(starts, oracle_names)
+    irregular = dict(request.candidate.irregular)
     refusals = tuple(
-        Reason(Code.PATH_NOT_REGULAR, path, "a regular file", why,
-               f"the candidate's package {top_level(places[path])} holds a file the replay cannot ship as it is")
-        for path, why in sorted(irregular.items()) if path in places and top_level(places[path]) in packages)
+        Reason(Code.PATH_NOT_REGULAR, path, "a regular file", irregular[path],
+               f"the candidate's package folder {posixpath.dirname(path)} holds a file the replay cannot ship as it is")
+        for path in sorted(reached) if path in irregular)
+    shipped = sorted(path for path in reached if path in modules.contents)
+    places = modules.places
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
-    unique = {places[path]: by_path[path] for path in reversed(shipped)}
+    unique = {places[path]: modules.contents[path] for path in reversed(shipped)}
     stripped = await Get(Digest, CreateDigest([
         FileContent(place, content.content, is_executable=content.is_executable) for place, content in unique.items()]))
     return CandidateClosure(tuple((path, places[path]) for path in shipped), stripped, refusals)

@@ -24,6 +24,7 @@ from epoch_gate_pants.gate_harness import (
     oracle_changes,
     properties,
     reasons,
+    suites,
 )
 
 REFUND_BUG = ("src/payments_lib.py", "refunded <= captured", "refunded < 50")
@@ -431,3 +432,16 @@ def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo
     # The child notices the swap (or, failing that, the bug is still found); nothing passes.
     assert codes(run.report) & {"predicate-replaced", "property-failed"}, run.stdout
     assert properties(run.report) and not any(p["outcome"] == "pass" for p in properties(run.report)), run.stdout
+
+
+def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(repo: GateRepo) -> None:
+    def replayed(files: dict[str, str]) -> bool:
+        run = repo.gate(f"--gate-candidate={repo.candidate('reach', files)}")
+        assert run.verdict == "eligible", run.stdout
+        return not suites(run.report)[0]["cached"]
+
+    repo.gate(f"--gate-candidate={repo.landed}")  # the trusted replay of main itself, now cached
+    # A package the predicates never import, even through the product: the replay's sandbox is unchanged.
+    assert not replayed({"src/tools/__init__.py": "", "src/tools/export.py": "import payments_lib\n"})
+    # The product module they import: a new sandbox, so a new replay.
+    assert replayed({"src/payments_lib.py": repo.read("src/payments_lib.py") + "\n# reviewed\n"})

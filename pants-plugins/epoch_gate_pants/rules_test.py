@@ -48,7 +48,7 @@ CATALOG = """properties:
 
 
 def new_rule_runner(store: Path, named_caches: Path) -> RuleRunner:
-    """A RuleRunner with its own scheduler (so its own memo) over its own store (so its own process cache)."""
+    """A RuleRunner with its own scheduler (so its own memo) over the store given (so that process cache)."""
     runner = RuleRunner(
         rules=[
             *register.rules(), *python_backend.rules(), *core_backend.rules(),
@@ -65,9 +65,16 @@ def new_rule_runner(store: Path, named_caches: Path) -> RuleRunner:
     return runner
 
 
+@pytest.fixture(scope="module")
+def named_caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Pex's and pip's caches, shared by the module's tests: each downloads the requirements' wheels once.
+    (Not the store: LMDB must not be opened twice in one process, and each test's scheduler would.)"""
+    return tmp_path_factory.mktemp("named")
+
+
 @pytest.fixture
-def rule_runner(tmp_path: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path / "store", tmp_path / "named")
+def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
+    return new_rule_runner(tmp_path / "store", named_caches)
 
 
 def write_repo(runner: RuleRunner, *, pinned_generator: str = GENERATOR, refund_ok: str = "refunded <= captured",
@@ -331,7 +338,9 @@ def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRu
         "src/pkg/rules.py": "from . import tables\n",
         "src/pkg/tables.py": "",
         "src/pkg/rates.json": "{}",
-        "src/pkg/fast.py": "",  # imported only by name at run time: ships with its package all the same
+        "src/pkg/fast.py": "",  # imported only by a name built at run time: ships with its folder all the same
+        "src/pkg/sub/__init__.py": "",  # a subpackage nothing imports: its folder does not ship
+        "src/pkg/sub/engine.py": "",
         "src/unrelated.py": "import helper\n",
         "src/probes/orders_probe.py": "",  # a probe module: the child imports it by name
         "checks/props.py": "def refund_le_captured(record):\n    return True\n",  # the candidate's oracle copy

@@ -11,7 +11,7 @@ from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import Get, collect_rules, rule
 
 import epoch_gate
-from epoch_gate.closure import closure
+from epoch_gate.closure import closure, imported
 
 RUNNER_ROOT = "__epoch_gate"
 # The runner's entry point, and the child it starts by name (epoch_gate.channel's CHILD_BOOT).
@@ -31,7 +31,9 @@ def runner_files() -> dict[str, bytes]:
     sources = {f"{package}/{name}": importlib.resources.read_binary(package, name)
                for name in importlib.resources.contents(package) if name.endswith(".py")}
     modules = {f"{package}.{path[len(package) + 1:-3]}".replace(".__init__", ""): [path] for path in sources}
-    reached = closure(ENTRY_MODULES, modules, lambda paths: {p: sources[p] for p in paths})
+    name_of = {path: name for name, (path,) in modules.items()}
+    reached = closure(ENTRY_MODULES, lambda name: modules.get(name, ()),
+                      lambda path: imported(sources[path], name_of[path], path.endswith("__init__.py")))
     return {path: sources[path] for path in sorted(reached)}
 
 

@@ -32,20 +32,18 @@ def gate(repo: Repo, *options: str) -> tuple[dict, str, dict[str, int]]:
 def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_path: Path, store: str) -> None:
     with buildgrid(example.root, tmp_path / "buildgrid.log", tmp_path / "cas" if store == "disk" else None) as port:
         # CI: a cold local cache, remote writes on.
-        ci = ["--local-store-dir=" + str(tmp_path / "ci-store"), *remote_options(port, write=True)]
-        first = example.pants(*ci, "test", REPLAY)
-        assert first.returncode == 0, first.stderr[-3000:]
-        ci_report, ci_stdout, _ = gate(example, *ci)
-
+        ci_report, ci_stdout, _ = gate(example, "--local-store-dir=" + str(tmp_path / "ci-store"),
+                                       *remote_options(port, write=True))
         # A laptop: nothing local (a new store), read-only.
         laptop = ["--local-store-dir=" + str(tmp_path / "laptop-store"), *remote_options(port, write=False)]
-        test = example.pants(*laptop, "test", REPLAY)
-        assert test.returncode == 0, test.stderr[-3000:]
-        assert f"✓ {REPLAY} succeeded" in test.stderr and "(cached remotely)" in test.stderr, test.stderr[-2000:]
-        report, stdout, counters = gate(example, "--local-store-dir=" + str(tmp_path / "laptop-store-2"),
-                                        *remote_options(port, write=False))
-    # Every cacheable process of the gate (the generator and the replay) came from the remote cache.
-    assert counters["remote_cache_requests_cached"] >= 2 and counters["remote_cache_requests_uncached"] == 0, counters
+        report, stdout, counters = gate(example, *laptop)
+        if store == "disk":  # `pants test` asks for the very replay the gate ran: a remote hit too
+            test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"),
+                                 "test", REPLAY)
+            assert test.returncode == 0, test.stderr[-3000:]
+            assert f"✓ {REPLAY} succeeded" in test.stderr and "(cached remotely)" in test.stderr, test.stderr[-2000:]
+    # Every cacheable process of the gate (the generators and the replays) came from the remote cache.
+    assert counters["remote_cache_requests_cached"] >= 4 and counters["remote_cache_requests_uncached"] == 0, counters
     assert counters["remote_cache_read_errors"] == 0, counters
     assert report["verdict"] == ci_report["verdict"] == "eligible"
     assert identities(report) == identities(ci_report) and stdout == ci_stdout
@@ -54,11 +52,10 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
 
 def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo, tmp_path: Path) -> None:
     expected, _, _ = gate(example)
-    report, _, counters = gate(example, "--local-store-dir=" + str(tmp_path / "store"),
-                               *remote_options(free_port(), write=True))
-    assert report["verdict"] == expected["verdict"] == "eligible"
-    assert identities(report) == identities(expected)
+    run = example.gate("--stats-log", "--local-store-dir=" + str(tmp_path / "store"),
+                       *remote_options(free_port(), write=True))
+    counters = stats(run.stderr)
+    assert run.report["verdict"] == expected["verdict"] == "eligible"
+    assert identities(run.report) == identities(expected)
     assert counters["remote_cache_read_errors"] >= 1 and counters["remote_cache_requests_cached"] == 0, counters
-    run = example.gate("--local-store-dir=" + str(tmp_path / "store-2"), *remote_options(free_port(), write=False))
     assert "Failed to read from remote cache" in run.stderr and "Connection refused" in run.stderr
-    assert run.verdict == "eligible"

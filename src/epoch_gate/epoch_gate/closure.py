@@ -3,15 +3,24 @@
 In trusted mode the candidate's BUILD files are not loaded, so the build graph cannot say what the
 suite depends on. The imports can: every `import` and `from ... import` statement, found by the
 tokenizer (iterative, so a hostile file cannot exhaust the deciding process's stack the way a deep
-syntax tree can). Conditional imports count too; a dynamic import (`importlib.import_module(name)`)
-is not seen, and then the replay cannot find the module and the property errors: closed, not open.
+syntax tree can). Conditional imports count too, and so does a string literal that names an existing
+module (`importlib.import_module("pkg.plugins.fast")`). A name built at run time is not seen: the module
+ships only when it sits in a package folder the suite reaches; elsewhere the replay cannot find it and the
+property errors (closed), unless the code falls back to something else, as it would in local mode, where
+Pants' own dependency inference does not see it either.
 """
 
 from __future__ import annotations
 
 import io
+import posixpath
+import re
 import tokenize
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+
+from epoch_gate.modules import module_name
+
+_DOTTED_STRING = re.compile(r"[rRuU]?(['\"])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)\1")
 
 
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
@@ -83,26 +92,87 @@ def imported(source: bytes, module: str, is_package: bool) -> set[str]:
     return {n for n in names if n and not n.startswith(".")}
 
 
-def closure(roots: set[str], modules: Mapping[str, Sequence[str]],
-            read: Callable[[list[str]], Mapping[str, bytes]]) -> set[str]:
+def dotted_strings(source: bytes) -> set[str]:
+    """String literals that spell a dotted module name (`importlib.import_module("pkg.plugins.fast")`), as
+    Pants' `[python-infer].string_imports` reads them: an edge only where such a module exists."""
+    names = set()
+    for tokens in _statements(source):
+        for token in tokens:
+            if token.type == tokenize.STRING:
+                found = _DOTTED_STRING.fullmatch(token.string)
+                if found:
+                    names.add(found.group(2))
+    return names
+
+
+def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
+            imports: Callable[[str], Iterable[str]], unit: Callable[[str], Iterable[str]] = lambda path: (path,)
+            ) -> set[str]:
     """The files reachable from the module names `roots` through imports, with every enclosing package's
-    `__init__`. `modules` maps a module name to the files providing it (two providers are both reached, so
-    the sandbox's shadowing check refuses them); `read` gives files' bytes."""
-    name_of = {path: name for name, paths in modules.items() for path in paths}
+    `__init__`. `providers` gives the files providing a module (two providers are both reached, so the
+    sandbox's shadowing check refuses them); `imports` the module names a file imports; `unit` the files
+    that ship with a reached file (itself, or its whole package folder)."""
     reached: set[str] = set()
     pending, seen = set(roots), set(roots)
     while pending:
-        wanted = []
+        found = []
         for name in sorted(pending):
             parts = name.split(".")
             for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-                for path in modules.get(".".join(parts[:depth]), ()):
-                    if path not in reached:
-                        reached.add(path)
-                        wanted.append(path)
+                for path in providers(".".join(parts[:depth])):
+                    for member in unit(path):
+                        if member not in reached:
+                            reached.add(member)
+                            found.append(member)
         pending = set()
-        for path, source in read(wanted).items():
-            found = imported(source, name_of[path], path.endswith("__init__.py"))
-            pending |= found - seen
+        for path in found:
+            pending.update(imports(path))
+        pending -= seen
         seen |= pending
     return reached
+
+
+class ImportGraph:
+    """A tree's files by sandbox path, read once and shared by every suite's closure (the imports of a file
+    are worked out the first time a suite reaches it). The unit that ships is a package folder: every file
+    directly in the folder of a reached module (its data files, and siblings it may import by a name the
+    tokenizer cannot see), not its subfolders; a top-level module ships alone."""
+
+    def __init__(self, places: Mapping[str, str], sources: Mapping[str, bytes]) -> None:
+        """`places`: each file's sandbox path; `sources`: the bytes of the regular ones (a file without
+        bytes is never read, and reaching it is for the caller to refuse)."""
+        self._places, self._sources = places, sources
+        self._modules: dict[str, list[str]] = {}
+        self._folders: dict[str, list[str]] = {}
+        for path, place in sorted(places.items()):
+            folder = posixpath.dirname(place)
+            self._folders.setdefault(folder, []).append(path)
+            name = module_name(place)
+            if name is not None and place.endswith(".py"):
+                self._modules.setdefault(name, []).append(path)
+        self._imports: dict[str, frozenset[str]] = {}
+
+    def imports(self, path: str) -> frozenset[str]:
+        found = self._imports.get(path)
+        if found is None:
+            source, place = self._sources.get(path), self._places[path]
+            name = module_name(place) if place.endswith(".py") else None
+            if source is None or name is None:
+                found = frozenset()
+            else:
+                strings = {n for n in dotted_strings(source) if n in self._modules}
+                found = frozenset(imported(source, name, place.endswith("__init__.py")) | strings)
+            self._imports[path] = found
+        return found
+
+    def _unit(self, path: str) -> Sequence[str]:
+        folder = posixpath.dirname(self._places[path])
+        return self._folders[folder] if folder else (path,)
+
+    def reach(self, roots: Iterable[str], excluded: Collection[str] = ()) -> set[str]:
+        """The files that ship for a suite whose own code imports `roots`; modules under the top-level names
+        `excluded` (the oracle's packages, which come from elsewhere) are not the tree's to provide."""
+        def providers(name: str) -> Sequence[str]:
+            return () if name.split(".", 1)[0] in excluded else self._modules.get(name, ())
+
+        return closure(roots, providers, self.imports, self._unit)
