@@ -12,7 +12,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.source.source_root import OptionalSourceRootsResult, SourceRootsRequest
 
 from epoch_gate.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
-from epoch_gate.closure import ImportGraph, imported
+from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
 from epoch_gate.modules import module_name, top_level
 from epoch_gate.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
@@ -20,6 +20,7 @@ from epoch_gate.text import from_os
 
 MAX_FILE = 64 * 1024 * 1024  # a larger file is not materialized (and refused if the suite reaches it)
 MAX_TOTAL = 512 * 1024 * 1024  # what the deciding process reads of a candidate, at most
+COMPILED = (".pyc", ".pyo", ".so", ".pyd")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent]
             irregular.append((path, "a name that is not UTF-8"))
         elif any(c in path for c in "*?[]{}!\\"):  # Pants would read such a path as a glob somewhere
             irregular.append((path, "a name with glob characters"))
+        elif path.endswith(COMPILED) or "__pycache__" in path.split("/"):  # Python may load it instead of source
+            irregular.append((path, "compiled code, which cannot be reviewed or followed as source"))
     sizes = blob_sizes(root, (oid for path, (mode, oid) in inside.items() if mode in REGULAR_MODES))
     irregular += [(path, f"{sizes[oid]} bytes") for path, (mode, oid) in sorted(inside.items())
                   if sizes.get(oid, 0) > MAX_FILE]
@@ -75,7 +78,8 @@ class CandidateModules:
     read once per run and shared by every suite's closure (equal when the files are)."""
 
     files: CandidateFiles
-    places: Mapping[str, str] = field(compare=False, hash=False)  # path -> sandbox path
+    placed: tuple[tuple[str, str], ...]  # (path, sandbox path): the source roots can move under pantsd
+    places: Mapping[str, str] = field(compare=False, hash=False)
     contents: Mapping[str, FileContent] = field(compare=False, hash=False)
     graph: ImportGraph = field(compare=False, hash=False)
 
@@ -92,7 +96,7 @@ async def candidate_modules(files: CandidateFiles) -> CandidateModules:
             places[path] = strip_root(path, [found.path])[1]
     by_path = {c.path: c for c in contents if c.path in places}
     graph = ImportGraph(places, {path: c.content for path, c in by_path.items()})
-    return CandidateModules(files, places, by_path, graph)
+    return CandidateModules(files, tuple(sorted(places.items())), places, by_path, graph)
 
 
 @dataclass(frozen=True)
@@ -122,9 +126,12 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     reached = modules.graph.reach(starts, oracle_names)
     irregular = dict(request.candidate.irregular)
     refusals = tuple(
-        Reason(Code.PATH_NOT_REGULAR, path, "a regular file", irregular[path],
-               f"the candidate's package folder {posixpath.dirname(path)} holds a file the replay cannot ship as it is")
-        for path in sorted(reached) if path in irregular)
+        Reason(Code.PATH_NOT_REGULAR, path, "a regular source file", irregular[path],
+               f"the candidate's package {posixpath.dirname(path)} holds a file the replay cannot ship as it is")
+        for path in sorted(reached) if path in irregular) + tuple(
+        Reason(Code.ARTIFACT_MALFORMED, path, f"at most {MAX_NAMES} module names of at most {MAX_NAME} characters",
+               modules.graph.unreadable[path], "the candidate's module imports more than the gate follows")
+        for path in sorted(reached) if path in modules.graph.unreadable)
     shipped = sorted(path for path in reached if path in modules.contents)
     places = modules.places
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept

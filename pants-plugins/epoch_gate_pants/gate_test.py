@@ -445,3 +445,17 @@ def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(r
     assert not replayed({"src/tools/__init__.py": "", "src/tools/export.py": "import payments_lib\n"})
     # The product module they import: a new sandbox, so a new replay.
     assert replayed({"src/payments_lib.py": repo.read("src/payments_lib.py") + "\n# reviewed\n"})
+
+
+@pytest.mark.parametrize("compiled", ["src/payments_lib/__init__.pyc", "src/payments_lib.cpython-39-x86_64-linux-gnu.so",
+                                      "src/__pycache__/payments_lib.cpython-39.pyc"])
+def test_trusted_mode_refuses_compiled_code_python_would_load_instead_of_the_source(repo: GateRepo,
+                                                                                    compiled: str) -> None:
+    repo.git("checkout", "-q", "-B", "compiled", "main")
+    repo.write(compiled, "bytecode that returns True\n")
+    repo.git("add", "--force", compiled)  # committed even where a .gitignore would have kept it out
+    commit = repo.commit("compiled")
+    repo.git("checkout", "-q", "main")
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "closed", run.stdout
+    assert [r["path"] for r in reasons(run.report, "path-not-regular")] == [compiled], run.stdout

@@ -338,9 +338,10 @@ def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRu
         "src/pkg/rules.py": "from . import tables\n",
         "src/pkg/tables.py": "",
         "src/pkg/rates.json": "{}",
-        "src/pkg/fast.py": "",  # imported only by a name built at run time: ships with its folder all the same
-        "src/pkg/sub/__init__.py": "",  # a subpackage nothing imports: its folder does not ship
+        "src/pkg/fast.py": "",  # imported only by a name built at run time: ships with its package all the same
+        "src/pkg/sub/__init__.py": "",  # a subpackage: ships with its package too
         "src/pkg/sub/engine.py": "",
+        "src/other/__init__.py": "import helper\n",  # a package nothing imports: it does not ship
         "src/unrelated.py": "import helper\n",
         "src/probes/orders_probe.py": "",  # a probe module: the child imports it by name
         "checks/props.py": "def refund_le_captured(record):\n    return True\n",  # the candidate's oracle copy
@@ -351,7 +352,8 @@ def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRu
     assert dict(closure.places) == {
         "src/payments_lib.py": "payments_lib.py", "src/helper.py": "helper.py", "src/pkg/__init__.py": "pkg/__init__.py",
         "src/pkg/rules.py": "pkg/rules.py", "src/pkg/tables.py": "pkg/tables.py", "src/pkg/rates.json": "pkg/rates.json",
-        "src/pkg/fast.py": "pkg/fast.py", "src/probes/orders_probe.py": "probes/orders_probe.py"}
+        "src/pkg/fast.py": "pkg/fast.py", "src/pkg/sub/__init__.py": "pkg/sub/__init__.py",
+        "src/pkg/sub/engine.py": "pkg/sub/engine.py", "src/probes/orders_probe.py": "probes/orders_probe.py"}
     assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
 
 

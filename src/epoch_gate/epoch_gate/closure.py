@@ -5,13 +5,14 @@ suite depends on. The imports can: every `import` and `from ... import` statemen
 tokenizer (iterative, so a hostile file cannot exhaust the deciding process's stack the way a deep
 syntax tree can). Conditional imports count too, and so does a string literal that names an existing
 module (`importlib.import_module("pkg.plugins.fast")`). A name built at run time is not seen: the module
-ships only when it sits in a package folder the suite reaches; elsewhere the replay cannot find it and the
+ships only when it sits in a package the suite reaches; elsewhere the replay cannot find it and the
 property errors (closed), unless the code falls back to something else, as it would in local mode, where
 Pants' own dependency inference does not see it either.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import posixpath
 import re
@@ -20,13 +21,22 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from epoch_gate.modules import module_name
 
-_DOTTED_STRING = re.compile(r"[rRuU]?(['\"])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)\1")
+_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# Beyond these an import is not followed but refused: a hostile file could make the scan quadratic.
+MAX_NAME = 1000  # characters of one dotted module name
+MAX_NAMES = 10_000  # module names one file may import
+
+
+class ImportsTooLarge(ValueError):
+    """A file names more, or longer, modules than the scan follows."""
 
 
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
     """The significant tokens of each logical line (a tokenizer error ends the scan: what was read counts)."""
     line: list[tokenize.TokenInfo] = []
     skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    # As importlib decodes source: a bare carriage return ends a line too, though tokenize alone disagrees.
+    source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     try:
         for token in tokenize.tokenize(io.BytesIO(source).readline):
             if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or token.string == ";":
@@ -35,7 +45,7 @@ def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
                 line = []
             elif token.type not in skip:
                 line.append(token)
-    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+    except (tokenize.TokenError, SyntaxError, LookupError, UnicodeError):  # a codec Python cannot import by
         pass
     if line:
         yield line
@@ -62,6 +72,13 @@ def _absolute(name: str, module: str, is_package: bool) -> str | None:
     return ".".join([*base, rest] if rest else base) or None
 
 
+def _add(names: set[str], name: str) -> None:
+    if len(name) > MAX_NAME or len(names) >= MAX_NAMES:
+        raise ImportsTooLarge(f"more than {MAX_NAMES} module names" if len(names) >= MAX_NAMES
+                              else f"a module name of {len(name)} characters")
+    names.add(name)
+
+
 def imported(source: bytes, module: str, is_package: bool) -> set[str]:
     """Every module name `source` (the module `module`) may import: `import a.b` gives `a.b`; `from a
     import b` gives `a` and `a.b` (b may be a submodule); relative imports are made absolute."""
@@ -76,7 +93,7 @@ def imported(source: bytes, module: str, is_package: bool) -> set[str]:
                 while at < len(tokens):
                     name, at = _dotted(tokens, at)
                     if name:
-                        names.add(name)
+                        _add(names, name)
                     while at < len(tokens) and tokens[at].string not in (",",):
                         at += 1
                     at += 1
@@ -85,23 +102,42 @@ def imported(source: bytes, module: str, is_package: bool) -> set[str]:
             base = _absolute(name, module, is_package)
             if base is None or at >= len(tokens) or tokens[at].string != "import":
                 continue
-            names.add(base)
+            _add(names, base)
             for token in tokens[at + 1:]:
                 if token.type == tokenize.NAME and token.string != "as":
-                    names.add(f"{base}.{token.string}")
+                    _add(names, f"{base}.{token.string}")
     return {n for n in names if n and not n.startswith(".")}
+
+
+def _literal(token: str) -> str | None:
+    """A str literal's value, escapes decoded, without evaluating code (an f-string only when it has no
+    replacement field); None for bytes and anything else."""
+    prefix = token[: len(token) - len(token.lstrip("rRuUbBfF"))]
+    if "b" in prefix.lower() or ("f" in prefix.lower() and "{" in token):
+        return None
+    try:
+        value = ast.literal_eval(prefix.replace("f", "").replace("F", "") + token[len(prefix):])
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def dotted_strings(source: bytes) -> set[str]:
     """String literals that spell a dotted module name (`importlib.import_module("pkg.plugins.fast")`), as
-    Pants' `[python-infer].string_imports` reads them: an edge only where such a module exists."""
+    Pants' `[python-infer].string_imports` reads them, adjacent literals joined: an edge only where such a
+    module exists."""
     names = set()
     for tokens in _statements(source):
-        for token in tokens:
-            if token.type == tokenize.STRING:
-                found = _DOTTED_STRING.fullmatch(token.string)
-                if found:
-                    names.add(found.group(2))
+        run: list[str] = []
+        for token in (*tokens, None):
+            if token is not None and token.type == tokenize.STRING:
+                value = _literal(token.string)
+                run.append(value if value is not None else "\0")
+                continue
+            joined = "".join(run)
+            if run and len(joined) <= MAX_NAME and _DOTTED_NAME.fullmatch(joined):
+                names.add(joined)
+            run = []
     return names
 
 
@@ -111,7 +147,7 @@ def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
     """The files reachable from the module names `roots` through imports, with every enclosing package's
     `__init__`. `providers` gives the files providing a module (two providers are both reached, so the
     sandbox's shadowing check refuses them); `imports` the module names a file imports; `unit` the files
-    that ship with a reached file (itself, or its whole package folder)."""
+    that ship with a file providing an imported module (an enclosing `__init__` ships alone)."""
     reached: set[str] = set()
     pending, seen = set(roots), set(roots)
     while pending:
@@ -120,7 +156,7 @@ def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
             parts = name.split(".")
             for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
                 for path in providers(".".join(parts[:depth])):
-                    for member in unit(path):
+                    for member in unit(path) if depth == len(parts) else (path,):
                         if member not in reached:
                             reached.add(member)
                             found.append(member)
@@ -132,42 +168,77 @@ def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
     return reached
 
 
+def _provided(place: str) -> str | None:
+    """The module a file provides: its own, or for `a/__pycache__/b.<tag>.pyc` that of `a/b.py`, whose
+    bytecode the import system reads in its place (even under -B)."""
+    folder, _, name = place.rpartition("/")
+    if posixpath.basename(folder) != "__pycache__":
+        return None if "__pycache__" in folder.split("/") else module_name(place)
+    outer = posixpath.dirname(folder)
+    return module_name(f"{outer}/{name.split('.', 1)[0]}.pyc" if outer else f"{name.split('.', 1)[0]}.pyc")
+
+
 class ImportGraph:
     """A tree's files by sandbox path, read once and shared by every suite's closure (the imports of a file
-    are worked out the first time a suite reaches it). The unit that ships is a package folder: every file
-    directly in the folder of a reached module (its data files, and siblings it may import by a name the
-    tokenizer cannot see), not its subfolders; a top-level module ships alone."""
+    are worked out the first time a suite reaches it).
+
+    What ships for an imported module is the package that holds it, whole: every file in the folder of the
+    file providing it and in that folder's subfolders (its data, its subpackages, and so whatever it may
+    import by a name the tokenizer cannot see). An enclosing package's `__init__` ships alone, and so does
+    a top-level module. Compiled files (`.pyc`, extension modules, `__pycache__`) are providers too, so a
+    reached one is shipped, and the caller refuses it."""
 
     def __init__(self, places: Mapping[str, str], sources: Mapping[str, bytes]) -> None:
         """`places`: each file's sandbox path; `sources`: the bytes of the regular ones (a file without
         bytes is never read, and reaching it is for the caller to refuse)."""
         self._places, self._sources = places, sources
         self._modules: dict[str, list[str]] = {}
-        self._folders: dict[str, list[str]] = {}
+        self._files: dict[str, list[str]] = {}  # folder -> the files directly in it
+        self._subfolders: dict[str, set[str]] = {}
         for path, place in sorted(places.items()):
             folder = posixpath.dirname(place)
-            self._folders.setdefault(folder, []).append(path)
-            name = module_name(place)
-            if name is not None and place.endswith(".py"):
+            self._files.setdefault(folder, []).append(path)
+            while folder:
+                parent = posixpath.dirname(folder)
+                self._subfolders.setdefault(parent, set()).add(folder)
+                folder = parent
+            name = _provided(place)
+            if name is not None:
                 self._modules.setdefault(name, []).append(path)
         self._imports: dict[str, frozenset[str]] = {}
+        self._packages: dict[str, tuple[str, ...]] = {}
+        self.unreadable: dict[str, str] = {}  # path -> why its imports could not be followed
 
     def imports(self, path: str) -> frozenset[str]:
         found = self._imports.get(path)
         if found is None:
             source, place = self._sources.get(path), self._places[path]
             name = module_name(place) if place.endswith(".py") else None
-            if source is None or name is None:
-                found = frozenset()
-            else:
-                strings = {n for n in dotted_strings(source) if n in self._modules}
-                found = frozenset(imported(source, name, place.endswith("__init__.py")) | strings)
+            found = frozenset()
+            if source is not None and name is not None:
+                try:
+                    strings = {n for n in dotted_strings(source) if n in self._modules}
+                    found = frozenset(imported(source, name, place.endswith("__init__.py")) | strings)
+                except ImportsTooLarge as error:
+                    self.unreadable[path] = str(error)
             self._imports[path] = found
+        return found
+
+    def _package(self, folder: str) -> tuple[str, ...]:
+        """Every file in `folder` and below."""
+        found = self._packages.get(folder)
+        if found is None:
+            files, stack = [], [folder]  # iterative: a hostile tree may nest folders thousands deep
+            while stack:
+                current = stack.pop()
+                files.extend(self._files.get(current, ()))
+                stack.extend(self._subfolders.get(current, ()))
+            found = self._packages[folder] = tuple(sorted(files))
         return found
 
     def _unit(self, path: str) -> Sequence[str]:
         folder = posixpath.dirname(self._places[path])
-        return self._folders[folder] if folder else (path,)
+        return self._package(folder) if folder else (path,)
 
     def reach(self, roots: Iterable[str], excluded: Collection[str] = ()) -> set[str]:
         """The files that ship for a suite whose own code imports `roots`; modules under the top-level names

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from epoch_gate.closure import ImportGraph, closure, dotted_strings, imported
+import pytest
+
+from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, ImportsTooLarge, closure, dotted_strings, imported
 
 
 def test_import_forms() -> None:
@@ -74,10 +76,34 @@ def test_dotted_strings_name_modules_but_nothing_else() -> None:
 import importlib
 fast = importlib.import_module("pkg.plugins.fast")
 slow = importlib.import_module(f"pkg.plugins.{name}")
+plain_f = importlib.import_module(f"pkg.plugins.plain")
+escaped = importlib.import_module("pkg.plugins.f\\x61st2")
+joined = importlib.import_module("pkg.plugins." "joined")
 url = "example.com/a.b"
 raw = r'pkg.raw'
+data = b"pkg.bytes"
 """
-    assert dotted_strings(source) == {"pkg.plugins.fast", "pkg.raw"}
+    assert dotted_strings(source) == {"pkg.plugins.fast", "pkg.plugins.plain", "pkg.plugins.fast2",
+                                      "pkg.plugins.joined", "pkg.raw"}
+
+
+def test_bare_carriage_returns_end_lines_as_they_do_for_the_import_system() -> None:
+    source = b"try:\r    from pkg.sub import fast\rexcept ImportError:\r    from pkg import slow\r"
+    assert {"pkg.sub.fast", "pkg.slow"} <= imported(source, "prod.impl", is_package=False)
+
+
+def test_a_codec_python_cannot_read_source_with_keeps_what_was_read() -> None:
+    for codec in (b"hex", b"rot13", b"punycode", b"no-such-codec"):
+        assert imported(b"# coding: " + codec + b"\nimport a\n", "m", is_package=False) == set()
+
+
+def test_a_file_naming_too_many_or_too_long_modules_is_refused_not_scanned_forever() -> None:
+    long_name = b".".join([b"a"] * (MAX_NAME // 2 + 1))
+    with pytest.raises(ImportsTooLarge):
+        imported(b"import " + long_name + b"\n", "m", is_package=False)
+    many = b"from a import (" + b", ".join(b"n%d" % i for i in range(MAX_NAMES + 1)) + b")\n"
+    with pytest.raises(ImportsTooLarge):
+        imported(many, "m", is_package=False)
 
 
 GRAPH = {  # sandbox path -> bytes (None: a file git stores as something else, a symlink say)
@@ -85,18 +111,33 @@ GRAPH = {  # sandbox path -> bytes (None: a file git stores as something else, a
     "app/rules.py": b"from app.tables import RATES\n",
     "app/tables.py": b"RATES = {}\n",
     "app/rates.json": b"{}",
-    "app/fast.py": b"import app.deep.engine\n",  # not imported by name, but it ships with its folder
-    "app/deep/__init__.py": b"",
-    "app/deep/engine.py": b"",
+    "app/fast.py": b"import lib.engine\n",  # not imported by name, but it ships with its package
+    "app/data/rates.csv": b"",  # data in a subfolder of the package
     "app/plugins/__init__.py": b"",
     "app/plugins/loaded.py": b"",
-    "app/plugins/unused.py": b"",
-    "app/loader.py": b"import importlib\nPLUGIN = importlib.import_module('app.plugins.loaded')\n",
+    "lib/__init__.py": b"",
+    "lib/engine.py": b"",
+    "lib/other/__init__.py": b"",
+    "tools/__init__.py": b"",
+    "tools/export.py": b"import importlib\nPLUGIN = importlib.import_module('plugins.loaded')\n",
+    "plugins/__init__.py": b"",
+    "plugins/loaded.py": b"",
+    "plugins/unused.py": b"",
+    "company/__init__.py": b"",
+    "company/payments/api.py": b"",
+    "company/inventory/stock.py": b"",
     "other/__init__.py": b"",
     "other/link.py": None,
     "checks/props.py": b"import app.rules\n",  # a candidate's copy of the oracle: never followed
     "helper.py": b"",
     "lonely.py": b"",
+    "m.py": b"X = 1\n",
+    "m/__init__.pyc": None,  # Python imports the package folder, compiled, before m.py
+    "ext.py": b"",
+    "ext.cpython-39-x86_64-linux-gnu.so": None,  # an extension module is tried before source
+    "cached/__init__.py": b"",
+    "cached/__pycache__/__init__.cpython-39.pyc": None,  # read in place of the source, even under -B
+    "__pycache__/helper.cpython-39.pyc": None,  # a top-level module's bytecode
 }
 
 
@@ -104,17 +145,34 @@ def graph() -> ImportGraph:
     return ImportGraph({path: path for path in GRAPH}, {p: b for p, b in GRAPH.items() if b is not None})
 
 
-def test_a_reached_module_ships_its_whole_package_folder_and_what_that_imports() -> None:
+def test_an_imported_module_ships_its_whole_package_and_what_that_imports() -> None:
     reached = graph().reach({"app.rules", "helper"}, excluded={"checks"})
     assert reached == {"app/__init__.py", "app/rules.py", "app/tables.py", "app/rates.json", "app/fast.py",
-                       "app/loader.py", "app/deep/__init__.py", "app/deep/engine.py",
-                       "app/plugins/__init__.py", "app/plugins/loaded.py", "app/plugins/unused.py", "helper.py"}
+                       "app/data/rates.csv", "app/plugins/__init__.py", "app/plugins/loaded.py",
+                       "lib/__init__.py", "lib/engine.py", "lib/other/__init__.py", "helper.py",
+                       "__pycache__/helper.cpython-39.pyc"}
     assert "lonely.py" not in reached  # a top-level module ships alone, not with the source root's others
 
 
-def test_a_folder_no_suite_reaches_does_not_ship() -> None:
-    assert graph().reach({"helper"}) == {"helper.py"}
+def test_an_enclosing_package_ships_only_its_init() -> None:
+    assert graph().reach({"company.payments.api"}) == {"company/__init__.py", "company/payments/api.py"}
+
+
+def test_a_string_naming_a_module_reaches_it() -> None:
+    assert graph().reach({"tools.export"}) == {
+        "tools/__init__.py", "tools/export.py", "plugins/__init__.py", "plugins/loaded.py", "plugins/unused.py"}
+
+
+def test_a_package_no_suite_reaches_does_not_ship() -> None:
+    assert graph().reach({"lonely"}) == {"lonely.py"}
     assert graph().reach({"other"}) == {"other/__init__.py", "other/link.py"}  # the caller refuses the link
+
+
+def test_compiled_files_that_python_would_load_are_reached_for_the_caller_to_refuse() -> None:
+    assert graph().reach({"m"}) == {"m.py", "m/__init__.pyc"}
+    assert graph().reach({"ext"}) == {"ext.py", "ext.cpython-39-x86_64-linux-gnu.so"}
+    assert "cached/__pycache__/__init__.cpython-39.pyc" in graph().reach({"cached"})
+    assert graph().reach({"helper"}) == {"helper.py", "__pycache__/helper.cpython-39.pyc"}
 
 
 def test_the_oracles_names_are_not_the_trees_to_provide() -> None:
@@ -124,4 +182,16 @@ def test_the_oracles_names_are_not_the_trees_to_provide() -> None:
 def test_a_file_is_tokenized_once_however_many_suites_reach_it() -> None:
     shared = graph()
     first = shared.reach({"app.rules"})
-    assert shared.reach({"app.tables"}) == first and shared.imports("app/loader.py") is shared.imports("app/loader.py")
+    assert shared.reach({"app.tables"}) == first and shared.imports("app/fast.py") is shared.imports("app/fast.py")
+
+
+def test_a_module_importing_too_much_is_named_for_the_caller_to_refuse() -> None:
+    places = {"big.py": "big.py"}
+    shared = ImportGraph(places, {"big.py": b"import " + b".".join([b"a"] * MAX_NAME) + b"\n"})
+    assert shared.reach({"big"}) == {"big.py"} and "big.py" in shared.unreadable
+
+
+def test_a_deeply_nested_package_does_not_recurse() -> None:
+    deep = "/".join(["d"] * 3000)
+    places = {"d/__init__.py": "d/__init__.py", f"{deep}/x.txt": f"{deep}/x.txt"}
+    assert f"{deep}/x.txt" in ImportGraph(places, {"d/__init__.py": b""}).reach({"d"})
