@@ -111,7 +111,7 @@ class CandidateClosureRequest:
 class CandidateClosure:
     places: tuple[tuple[str, str], ...]  # (candidate path, sandbox path) of every file shipped
     stripped: Digest  # those files at their sandbox paths
-    refusals: tuple[Reason, ...] = ()  # a reached package folder holding what cannot be shipped as it is
+    refusals: tuple[Reason, ...] = ()  # a reached package holding what cannot be shipped as it is
 
 
 @rule(desc="Find the candidate's files a suite imports")
