@@ -79,7 +79,6 @@ class CandidateModules:
 
     files: CandidateFiles
     placed: tuple[tuple[str, str], ...]  # (path, sandbox path): the source roots can move under pantsd
-    places: Mapping[str, str] = field(compare=False, hash=False)
     contents: Mapping[str, FileContent] = field(compare=False, hash=False)
     graph: ImportGraph = field(compare=False, hash=False)
 
@@ -96,7 +95,7 @@ async def candidate_modules(files: CandidateFiles) -> CandidateModules:
             places[path] = strip_root(path, [found.path])[1]
     by_path = {c.path: c for c in contents if c.path in places}
     graph = ImportGraph(places, {path: c.content for path, c in by_path.items()})
-    return CandidateModules(files, tuple(sorted(places.items())), places, by_path, graph)
+    return CandidateModules(files, tuple(sorted(places.items())), by_path, graph)
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
                modules.graph.unreadable[path], "the candidate's module imports more than the gate follows")
         for path in sorted(reached) if path in modules.graph.unreadable)
     shipped = sorted(path for path in reached if path in modules.contents)
-    places = modules.places
+    places = modules.graph.places
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
     unique = {places[path]: modules.contents[path] for path in reversed(shipped)}

@@ -79,34 +79,29 @@ def _add(names: set[str], name: str) -> None:
     names.add(name)
 
 
-def imported(source: bytes, module: str, is_package: bool) -> set[str]:
-    """Every module name `source` (the module `module`) may import: `import a.b` gives `a.b`; `from a
-    import b` gives `a` and `a.b` (b may be a submodule); relative imports are made absolute."""
-    names: set[str] = set()
-    for tokens in _statements(source):
-        # `import` or `from` may follow a compound statement's colon on the same line (`if x: import y`).
-        starts = [i for i, t in enumerate(tokens) if t.string in ("import", "from") and t.type == tokenize.NAME
-                  and (i == 0 or tokens[i - 1].string == ":")]
-        for start in starts:
-            if tokens[start].string == "import":
-                at = start + 1
-                while at < len(tokens):
-                    name, at = _dotted(tokens, at)
-                    if name:
-                        _add(names, name)
-                    while at < len(tokens) and tokens[at].string not in (",",):
-                        at += 1
+def _line_imports(tokens: list[tokenize.TokenInfo], module: str, is_package: bool, names: set[str]) -> None:
+    # `import` or `from` may follow a compound statement's colon on the same line (`if x: import y`).
+    starts = [i for i, t in enumerate(tokens) if t.string in ("import", "from") and t.type == tokenize.NAME
+              and (i == 0 or tokens[i - 1].string == ":")]
+    for start in starts:
+        if tokens[start].string == "import":
+            at = start + 1
+            while at < len(tokens):
+                name, at = _dotted(tokens, at)
+                if name:
+                    _add(names, name)
+                while at < len(tokens) and tokens[at].string not in (",",):
                     at += 1
-                continue
-            name, at = _dotted(tokens, start + 1)
-            base = _absolute(name, module, is_package)
-            if base is None or at >= len(tokens) or tokens[at].string != "import":
-                continue
-            _add(names, base)
-            for token in tokens[at + 1:]:
-                if token.type == tokenize.NAME and token.string != "as":
-                    _add(names, f"{base}.{token.string}")
-    return {n for n in names if n and not n.startswith(".")}
+                at += 1
+            continue
+        name, at = _dotted(tokens, start + 1)
+        base = _absolute(name, module, is_package)
+        if base is None or at >= len(tokens) or tokens[at].string != "import":
+            continue
+        _add(names, base)
+        for token in tokens[at + 1:]:
+            if token.type == tokenize.NAME and token.string != "as":
+                _add(names, f"{base}.{token.string}")
 
 
 def _literal(token: str) -> str | None:
@@ -122,23 +117,36 @@ def _literal(token: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def dotted_strings(source: bytes) -> set[str]:
-    """String literals that spell a dotted module name (`importlib.import_module("pkg.plugins.fast")`), as
-    Pants' `[python-infer].string_imports` reads them, adjacent literals joined: an edge only where such a
-    module exists."""
-    names = set()
+def _line_strings(tokens: list[tokenize.TokenInfo], names: set[str]) -> None:
+    run: list[str] = []
+    for token in (*tokens, None):
+        if token is not None and token.type == tokenize.STRING:
+            value = _literal(token.string)
+            run.append(value if value is not None else "\0")
+            continue
+        joined = "".join(run)
+        if run and len(joined) <= MAX_NAME and _DOTTED_NAME.fullmatch(joined):
+            names.add(joined)
+        run = []
+
+
+def scan(source: bytes, module: str, is_package: bool) -> tuple[set[str], set[str]]:
+    """One tokenization of `source` (the module `module`): the module names it may import (`import a.b`
+    gives `a.b`; `from a import b` gives `a` and `a.b`, b may be a submodule; relative imports are made
+    absolute), and its string literals that spell a dotted module name (`importlib.import_module(
+    "pkg.plugins.fast")`, adjacent literals joined), which, as Pants' `[python-infer].string_imports`
+    reads them, are an edge only where such a module exists."""
+    names: set[str] = set()
+    strings: set[str] = set()
     for tokens in _statements(source):
-        run: list[str] = []
-        for token in (*tokens, None):
-            if token is not None and token.type == tokenize.STRING:
-                value = _literal(token.string)
-                run.append(value if value is not None else "\0")
-                continue
-            joined = "".join(run)
-            if run and len(joined) <= MAX_NAME and _DOTTED_NAME.fullmatch(joined):
-                names.add(joined)
-            run = []
-    return names
+        _line_imports(tokens, module, is_package, names)
+        _line_strings(tokens, strings)
+    return {n for n in names if n and not n.startswith(".")}, strings
+
+
+def imported(source: bytes, module: str, is_package: bool) -> set[str]:
+    """The module names `source` may import (see `scan`)."""
+    return scan(source, module, is_package)[0]
 
 
 def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
@@ -174,8 +182,7 @@ def _provided(place: str) -> str | None:
     folder, _, name = place.rpartition("/")
     if posixpath.basename(folder) != "__pycache__":
         return None if "__pycache__" in folder.split("/") else module_name(place)
-    outer = posixpath.dirname(folder)
-    return module_name(f"{outer}/{name.split('.', 1)[0]}.pyc" if outer else f"{name.split('.', 1)[0]}.pyc")
+    return module_name(posixpath.join(posixpath.dirname(folder), name.split(".", 1)[0] + ".pyc"))
 
 
 class ImportGraph:
@@ -191,7 +198,7 @@ class ImportGraph:
     def __init__(self, places: Mapping[str, str], sources: Mapping[str, bytes]) -> None:
         """`places`: each file's sandbox path; `sources`: the bytes of the regular ones (a file without
         bytes is never read, and reaching it is for the caller to refuse)."""
-        self._places, self._sources = places, sources
+        self.places, self._sources = places, sources
         self._modules: dict[str, list[str]] = {}
         self._files: dict[str, list[str]] = {}  # folder -> the files directly in it
         self._subfolders: dict[str, set[str]] = {}
@@ -212,13 +219,13 @@ class ImportGraph:
     def imports(self, path: str) -> frozenset[str]:
         found = self._imports.get(path)
         if found is None:
-            source, place = self._sources.get(path), self._places[path]
+            source, place = self._sources.get(path), self.places[path]
             name = module_name(place) if place.endswith(".py") else None
             found = frozenset()
             if source is not None and name is not None:
                 try:
-                    strings = {n for n in dotted_strings(source) if n in self._modules}
-                    found = frozenset(imported(source, name, place.endswith("__init__.py")) | strings)
+                    names, strings = scan(source, name, place.endswith("__init__.py"))
+                    found = frozenset(names | {n for n in strings if n in self._modules})
                 except ImportsTooLarge as error:
                     self.unreadable[path] = str(error)
             self._imports[path] = found
@@ -237,7 +244,7 @@ class ImportGraph:
         return found
 
     def _unit(self, path: str) -> Sequence[str]:
-        folder = posixpath.dirname(self._places[path])
+        folder = posixpath.dirname(self.places[path])
         return self._package(folder) if folder else (path,)
 
     def reach(self, roots: Iterable[str], excluded: Collection[str] = ()) -> set[str]:

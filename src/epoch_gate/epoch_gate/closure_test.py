@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, ImportsTooLarge, closure, dotted_strings, imported
+from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, ImportsTooLarge, closure, imported, scan
 
 
 def test_import_forms() -> None:
@@ -71,7 +71,7 @@ def test_two_providers_of_a_module_are_both_reached() -> None:
     assert closure({"m"}, lambda name: modules.get(name, ()), lambda path: ()) == {"a/m.py", "b/m.py"}
 
 
-def test_dotted_strings_name_modules_but_nothing_else() -> None:
+def test_string_literals_name_modules_but_nothing_else() -> None:
     source = b"""
 import importlib
 fast = importlib.import_module("pkg.plugins.fast")
@@ -83,7 +83,7 @@ url = "example.com/a.b"
 raw = r'pkg.raw'
 data = b"pkg.bytes"
 """
-    assert dotted_strings(source) == {"pkg.plugins.fast", "pkg.plugins.plain", "pkg.plugins.fast2",
+    assert scan(source, "m", is_package=False)[1] == {"pkg.plugins.fast", "pkg.plugins.plain", "pkg.plugins.fast2",
                                       "pkg.plugins.joined", "pkg.raw"}
 
 
