@@ -7,7 +7,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
@@ -18,7 +18,7 @@ from pants.engine.goal import Goal
 from pants.engine.internals.session import RunId
 from pants.engine.process import ProcessResultMetadata
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
-from pants.engine.target import AllTargets, Target, Targets
+from pants.engine.target import AllTargets, Targets
 from pants.util.logging import LogLevel
 from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
@@ -79,29 +79,40 @@ class _Suite:
     problem: Optional[Reason]
 
 
-async def _repository_suites(targets: Sequence[Target]) -> list[_Suite]:
-    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in targets)
-    resolved = [s for s in suites if s.problem is None and s.fixture is not None and s.manifest is not None]
-    manifests = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in resolved)
+@dataclass(frozen=True)
+class _RunsRequest:
+    whole: bool  # every suite is in scope, whatever the specs
+    candidate: Optional[CandidateFiles]
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Every suite of the repository, and the replay run and output of each suite in scope that has one."""
+
+    suites: tuple[_Suite, ...]
+    in_scope: tuple[_Suite, ...]
+    runs: tuple[tuple[ReplayRun, DigestContents], ...]
+
+
+@rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
+async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_targets: AllTargets) -> _Runs:
+    everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
+    chosen = {t.address for t in (everything if request.whole else specified)
+              if isinstance(t, SampledPropertiesTarget)}
+    resolved = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in everything)
+    usable = [s for s in resolved if s.problem is None and s.fixture is not None and s.manifest is not None]
+    replayed = [s.target.address for s in usable if s.target.address in chosen]
+    # The replays start with the manifests' checks, not after them (each replay reads its own manifest).
+    checked = await MultiGet([
+        *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
+        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate)) for address in replayed)])
+    manifests, runs = checked[:len(usable)], checked[len(usable):]
     oracles = {s.target.address: SuiteOracle(str(s.target.address), s.fixture[EpochFixturePinField].file_path,
                                              m.manifest_path, m.catalog_path, m.predicate_paths)
-               for s, m in zip(resolved, manifests)}
-    return [_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in suites]
-
-
-@dataclass(frozen=True)
-class _SuitesRequest:
-    targets: tuple[Target, ...]
-
-
-@dataclass(frozen=True)
-class _SuitesOf:
-    suites: tuple[_Suite, ...]
-
-
-@rule(desc="Resolve the repository's suites", level=LogLevel.DEBUG)
-async def resolve_repository_suites(request: _SuitesRequest) -> _SuitesOf:
-    return _SuitesOf(tuple(await _repository_suites(request.targets)))
+               for s, m in zip(usable, manifests)}
+    suites = tuple(_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in resolved)
+    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in runs)
+    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)))
 
 
 def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
@@ -144,8 +155,7 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
 
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   specified: Targets, all_targets: AllTargets, dist_dir: DistDir, jail: Jail,
-                   global_options: GlobalOptions, run_id: RunId) -> Gate:
+                   dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId) -> Gate:
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     today, problems = _today(gate)
     findings += problems
@@ -176,17 +186,14 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
     # trusted mode every suite too: an attested verdict speaks for the repository, whatever specs CI gave.
-    everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    whole = changed.since or gate.candidate
-    chosen = {t.address for t in (everything if whole else specified) if isinstance(t, SampledPropertiesTarget)}
-    protected, suites = await MultiGet(Get(ProtectedPaths), Get(_SuitesOf, _SuitesRequest(tuple(everything))))
-    in_scope = [s for s in suites.suites if s.address in chosen]
-    runs = await MultiGet(Get(ReplayRun, ReplayRequest(s.address, candidate=candidate_digest))
-                          for s in in_scope if s.oracle is not None)
-    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in runs)
-    by_address = {r.address: (r, c) for r, c in zip(runs, outputs)}
+    # The jail's probe (an interpreter search, seconds in a cold run) overlaps the build graph's work: the
+    # replays ask for the jail only when their processes are built.
+    jail, protected, repository = await MultiGet(
+        Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
+                                                               candidate_digest)))
+    by_address = {r.address: (r, c) for r, c in repository.runs}
     facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.isolation.description, run_id)
-             for s in in_scope]
+             for s in repository.in_scope]
 
     archive_files, freeze_files = await MultiGet(
         Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
@@ -213,12 +220,12 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     judgement = judge(
         ChangeFacts(mode="trusted" if gate.candidate else "local", base=merge_base, changed=changed_set,
                     protected=protected.as_set(),
-                    oracles=tuple(s.oracle for s in suites.suites if s.oracle is not None),
+                    oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
                     archive=tuple(archive), freezes=tuple(freezes), today=today,
                     observations_dir=gate.observations_dir, freezes_dir=gate.freezes_dir, out=out,
                     findings=tuple(findings)),
         facts,
-        read_base=_base_reader(root, merge_base, {s.oracle.pin for s in suites.suites if s.oracle}),
+        read_base=_base_reader(root, merge_base, {s.oracle.pin for s in repository.suites if s.oracle}),
         read_change=(lambda path: read_at(root, candidate.tree, path)) if candidate else (
             lambda path: read_file(root, path)),
         root=root)

@@ -117,24 +117,27 @@ async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
-                                    jail: Jail, options: SampledPropertiesSubsystem) -> ReplayRun:
+                                    options: SampledPropertiesSubsystem) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     if suite.problem is not None or suite.fixture is None or suite.manifest is None:
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
-    epoch, manifest = await MultiGet(
+    # The build graph's part (dependency inference) runs while the fixture world waits for the jail's
+    # probe: neither needs the other.
+    epoch, manifest, transitive = await MultiGet(
         Get(EpochCheck, EpochCheckRequest(suite.fixture.address)),
         Get(ManifestFiles, ManifestFilesRequest(suite.manifest.address)),
+        Get(TransitiveTargets, TransitiveTargetsRequest([request.address])),
     )
     pin, parsed = epoch.pin.pin, manifest.check.manifest
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
 
-    transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([request.address]))
     predicates_field = suite.manifest[PropertyManifestPredicatesField]
-    unstripped, predicate_sources, python = await MultiGet(
+    unstripped, predicate_sources, python, jail = await MultiGet(
         Get(PythonSourceFiles, PythonSourceFilesRequest(transitive.closure)),
         Get(SourceFiles, SourceFilesRequest([predicates_field])),
         Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
+        Get(Jail),
     )
     predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
     # Every file's place in the merged sandbox, worked out before Pants merges the source roots (a path
