@@ -385,7 +385,7 @@ def seed(bench: Bench, port: int, store: Path) -> None:
 def measure_cold(bench: Bench, port: int, stores: Path, runs: int, row: dict[str, Any]) -> None:
     """Pantsd off, a new local store each run (named caches stay warm: pip, pex, interpreters)."""
     for key in ("fully cold", "cold process s", "cold processes", "remote warm", "remote hits",
-                "remote processes", "remote process s"):
+                "remote read errors", "remote processes", "remote process s"):
         row[key] = []
     for i in range(runs):
         log(f"cold round {i + 1}/{runs}")
@@ -397,6 +397,7 @@ def measure_cold(bench: Bench, port: int, stores: Path, runs: int, row: dict[str
                           *remote(port, False), "gate", "::")
         row["remote warm"].append(run.seconds)
         row["remote hits"].append(run.stat("remote_cache_requests_cached"))
+        row["remote read errors"].append(run.stat("remote_cache_read_errors"))
         row["remote processes"].append(run.stat("local_execution_requests"))
         row["remote process s"].append(run.stat("local_process_total_time_run_ms") / 1000)
         for used in (f"cold{i}", f"remote{i}"):
@@ -562,9 +563,9 @@ def table(rows: list[dict[str, Any]], command: str) -> str:
     line("fully cold: processes executed; time inside them (`local_process_total_time_run_ms`)",
          lambda r: f"{med(r['cold processes']):.0f}; {med(r['cold process s']):.1f} s")
     line("`gate ::`, pantsd off, cold local store, warm remote cache", lambda r: summary(r["remote warm"]))
-    line("remote-warm: processes served remotely; executed locally; time inside them",
-         lambda r: f"{med(r['remote hits']):.0f}; {med(r['remote processes']):.0f}; "
-                   f"{med(r['remote process s']):.1f} s")
+    line("remote-warm: processes served remotely; read errors; executed locally; time inside them",
+         lambda r: f"{med(r['remote hits']):.0f}; {med(r['remote read errors']):.0f}; "
+                   f"{med(r['remote processes']):.0f}; {med(r['remote process s']):.1f} s")
     line("remote-warm / fully cold (goal ≤ 0.3)",
          lambda r: f"**{med(r['remote warm']) / med(r['fully cold']):.2f}×**")
     line("pantsd peak resident memory (VmHWM)", lambda r: f"{r['pantsd peak MiB']:.0f} MiB")

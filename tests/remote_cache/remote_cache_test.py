@@ -4,6 +4,7 @@ the cache was unreachable."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from tests.e2e.repo import Repo
 from tests.remote_cache.server import buildgrid, free_port, remote_options, stats
 
 REPLAY = "checks:orders_properties"
+# Pants' defaults for [GLOBAL].remote_cache_rpc_concurrency and remote_store_rpc_concurrency.
+PANTS_CONCURRENT_RPCS = 128 + 128
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +62,12 @@ def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo
     assert identities(run.report) == identities(expected)
     assert counters["remote_cache_read_errors"] >= 1 and counters["remote_cache_requests_cached"] == 0, counters
     assert "Failed to read from remote cache" in run.stderr and "Connection refused" in run.stderr
+
+
+@pytest.mark.parametrize("config", ["memory.yml", "disk.yml"])
+def test_the_server_queues_every_request_pants_sends_at_once(config: str) -> None:
+    # BuildGrid's default limit is its thread pool (5 per core): it refused the requests beyond it as
+    # RESOURCE_EXHAUSTED, which Pants counts as read errors and answers by running the process locally.
+    text = (Path.cwd() / "3rdparty" / "buildgrid" / config).read_text()
+    limits = re.findall(r"^maximum-concurrent-rpcs: (\d+)$", text, re.MULTILINE)
+    assert len(limits) == 1 and int(limits[0]) >= PANTS_CONCURRENT_RPCS, limits
