@@ -108,11 +108,10 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
 async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup) -> FixtureWorld:
-    files, jail, python = await MultiGet(
-        Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail),
-        Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)))
+    files, jail = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail))
     if jail.refusal is not None:
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
+    python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
     inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path,
                                                                            *files.input_paths])))

@@ -249,6 +249,17 @@ def test_a_suite_naming_a_missing_fixture_is_a_closed_report(repo: GateRepo) -> 
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     assert "checks:props" in [r["path"] for r in reasons(run.report, "artifact-malformed")]
 
+
+def test_a_suite_whose_dependency_does_not_resolve_is_a_closed_report(repo: GateRepo) -> None:
+    # The build graph's part of a replay runs beside the fixture world's: its failure is a reason too.
+    base = repo.head()
+    repo.edit("checks/BUILD", '"src:lib"', '"src:no_such_lib"')
+    repo.commit("depend on a target that does not exist")
+    run = judged(repo, base)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    [reason] = [r for r in reasons(run.report, "artifact-malformed") if r["path"] == "checks:props"]
+    assert "no_such_lib" in reason["found"], reason
+
 # -- flakes and freezes -----------------------------------------------------------------------
 
 

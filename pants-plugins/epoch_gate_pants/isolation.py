@@ -110,24 +110,6 @@ async def _tool(tool: TemplatedExternalTool, platform: Platform, path: str) -> t
     return await Get(Digest, CreateDigest([FileEntry(path, entries[0].file_digest, is_executable=True)])), None
 
 
-@dataclass(frozen=True)
-class JailTools:
-    """bubblewrap and libfaketime at their sandbox paths, and why either is missing."""
-
-    digest: Digest
-    bwrap_missing: str | None
-    clock_missing: str | None
-
-
-@rule(desc="Provision the jail's tools", level=LogLevel.DEBUG)
-async def provision_jail_tools(bwrap: Bubblewrap, faketime: Libfaketime, platform: Platform) -> JailTools:
-    bwrap_digest, bwrap_missing = await _tool(bwrap, platform, isolation.BWRAP)
-    if bwrap_missing:
-        return JailTools(EMPTY_DIGEST, bwrap_missing, None)
-    clock_digest, clock_missing = await _tool(faketime, platform, isolation.FAKETIME)
-    return JailTools(await Get(Digest, MergeDigests([bwrap_digest, clock_digest])), None, clock_missing)
-
-
 def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], description: str) -> Process:
     # Once per Pants run: the answer depends on the host (namespaces, installed files), not on inputs.
     return Process(argv=argv, input_digest=digest, env=env, description=description, level=LogLevel.DEBUG,
@@ -135,18 +117,18 @@ def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], descripti
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
-async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
+async def probe_jail(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, platform: Platform,
+                     python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
     mode = gate.isolation
     root = build_root.path
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root)
-    # Finding the interpreter starts a Python process of its own (seconds, in every cold run): it runs
-    # while the tools are read, and the rules that need the jail ask for it only at their processes.
-    found, python = await MultiGet(
-        Get(JailTools), Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)))
-    if found.bwrap_missing:
-        return Jail(Isolation.none(found.bwrap_missing), mode, EMPTY_DIGEST, (), root)
-    tools = found.digest
+    bwrap_digest, bwrap_missing = await _tool(bwrap, platform, isolation.BWRAP)
+    if bwrap_missing:
+        return Jail(Isolation.none(bwrap_missing), mode, EMPTY_DIGEST, (), root)
+    clock_digest, clock_missing = await _tool(faketime, platform, isolation.FAKETIME)
+    tools = await Get(Digest, MergeDigests([bwrap_digest, clock_digest]))
+    python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
     version, prefixes_run = await MultiGet(
         Get(FallibleProcessResult, Process, _probe([isolation.BWRAP, "--version"], tools, FrozenDict(),
                                                    "Read the bubblewrap version")),
@@ -157,7 +139,7 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
         prefixes = tuple(isolation.read_prefixes(prefixes_run.stdout))
     except ValueError as error:
         return Jail(Isolation.none(f"the interpreter's folders are unknown: {error}"), mode, EMPTY_DIGEST, (), root)
-    fixed_clock = found.clock_missing is None
+    fixed_clock = clock_missing is None
     argv = isolation.jailed_argv([python.path, "-S", "-s", "-c", isolation.PROBE, root], {}, prefixes, root,
                                  fixed_clock)
     probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))

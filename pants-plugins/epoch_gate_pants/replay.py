@@ -34,7 +34,7 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import InvalidFieldException, TransitiveTargets, TransitiveTargetsRequest
+from pants.engine.target import InvalidFieldException, Target, TransitiveTargets, TransitiveTargetsRequest
 from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
@@ -115,6 +115,28 @@ async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
     return tuple(sorted(entries))
 
 
+@dataclass(frozen=True)
+class SuiteDependenciesRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class SuiteDependencies:
+    """A suite's transitive targets, or why the build graph cannot give them."""
+
+    closure: tuple[Target, ...]
+    failure: Optional[str]
+
+
+@rule(desc="Resolve a suite's dependencies", level=LogLevel.DEBUG)
+async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> SuiteDependencies:
+    try:
+        transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([request.address]))
+    except Exception as error:  # noqa: BLE001 - a dependency that does not resolve is a reason, not a traceback
+        return SuiteDependencies((), _failure_line(error))
+    return SuiteDependencies(tuple(transitive.closure), None)
+
+
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
                                     options: SampledPropertiesSubsystem) -> ReplayRun:
@@ -123,18 +145,23 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
     # The build graph's part (dependency inference) runs while the fixture world waits for the jail's
     # probe: neither needs the other.
-    epoch, manifest, transitive = await MultiGet(
+    epoch, manifest, dependencies = await MultiGet(
         Get(EpochCheck, EpochCheckRequest(suite.fixture.address)),
         Get(ManifestFiles, ManifestFilesRequest(suite.manifest.address)),
-        Get(TransitiveTargets, TransitiveTargetsRequest([request.address])),
+        Get(SuiteDependencies, SuiteDependenciesRequest(request.address)),
     )
     pin, parsed = epoch.pin.pin, manifest.check.manifest
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
+    if dependencies.failure is not None:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (Reason(
+            Code.ARTIFACT_MALFORMED, str(request.address), "the suite's dependencies resolve in the build graph",
+            dependencies.failure, "the suite's transitive dependencies could not be resolved: fix the address "
+            "or import the error names"),))
 
     predicates_field = suite.manifest[PropertyManifestPredicatesField]
     unstripped, predicate_sources, python, jail = await MultiGet(
-        Get(PythonSourceFiles, PythonSourceFilesRequest(transitive.closure)),
+        Get(PythonSourceFiles, PythonSourceFilesRequest(dependencies.closure)),
         Get(SourceFiles, SourceFilesRequest([predicates_field])),
         Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
         Get(Jail),
