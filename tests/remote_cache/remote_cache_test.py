@@ -66,8 +66,7 @@ def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo
 
 @pytest.mark.parametrize("config", ["memory.yml", "disk.yml"])
 def test_the_server_queues_every_request_pants_sends_at_once(config: str) -> None:
-    # BuildGrid's default limit is its thread pool (5 per core): it refused the requests beyond it as
-    # RESOURCE_EXHAUSTED, which Pants counts as read errors and answers by running the process locally.
+    # A request refused as RESOURCE_EXHAUSTED is a read error, and Pants runs its process locally.
     text = (Path.cwd() / "3rdparty" / "buildgrid" / config).read_text()
     limits = re.findall(r"^maximum-concurrent-rpcs: (\d+)$", text, re.MULTILINE)
     assert len(limits) == 1 and int(limits[0]) >= PANTS_CONCURRENT_RPCS, limits
