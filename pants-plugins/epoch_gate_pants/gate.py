@@ -38,7 +38,7 @@ from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
-from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.selfcheck import shadowing
@@ -186,8 +186,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
     # trusted mode every suite too: an attested verdict speaks for the repository, whatever specs CI gave.
-    # The jail's probe (an interpreter search, seconds in a cold run) overlaps the build graph's work: the
-    # replays ask for the jail only when their processes are built.
+    # The jail's tools (and pex) first and alone: they are downloads, which wait behind every file read
+    # of the graph's work (`fetch_jail_tools` says why). The jail's probe (an interpreter search, seconds
+    # in a cold run) then overlaps that work: the replays ask for the jail when their processes are built.
+    await Get(JailTools)
     jail, protected, repository = await MultiGet(
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
                                                                candidate_digest)))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+from pants.backend.python.util_rules.pex_cli import PexCli
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
 from pants.base.build_root import BuildRoot
 from pants.core.util_rules.external_tool import (
@@ -97,17 +98,73 @@ class Jail:
                       "[gate].isolation = auto")
 
 
-async def _tool(tool: TemplatedExternalTool, platform: Platform, path: str) -> tuple[Digest, str | None]:
-    """The tool at `path` in an otherwise empty digest, or why it is not available."""
+@dataclass(frozen=True)
+class ToolFileRequest:
+    """One pinned external tool, placed at `path` in an otherwise empty digest."""
+
+    name: str
+    download: ExternalToolRequest
+    path: str
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    digest: Digest
+    missing: str | None  # why the tool is not available; `digest` is then empty
+
+
+@rule(desc="Fetch a jail tool", level=LogLevel.DEBUG)
+async def fetch_tool_file(request: ToolFileRequest) -> ToolFile:
     try:
-        downloaded = await Get(DownloadedExternalTool, ExternalToolRequest, tool.get_request(platform))
+        downloaded = await Get(DownloadedExternalTool, ExternalToolRequest, request.download)
     except Exception as error:  # noqa: BLE001 - a missing or mismatched tool is an answer, not a crash
-        first = str(error).strip().splitlines()[-1:] or [type(error).__name__]
-        return EMPTY_DIGEST, f"{tool.name} unavailable: {first[0][:200]}"
+        return ToolFile(EMPTY_DIGEST, f"{request.name} unavailable: {_last_line(error)}")
     entries = [e for e in await Get(DigestEntries, Digest, downloaded.digest) if isinstance(e, FileEntry)]
     if len(entries) != 1:
-        return EMPTY_DIGEST, f"{tool.name} download held {len(entries)} files, expected 1"
-    return await Get(Digest, CreateDigest([FileEntry(path, entries[0].file_digest, is_executable=True)])), None
+        return ToolFile(EMPTY_DIGEST, f"{request.name} download held {len(entries)} files, expected 1")
+    file = FileEntry(request.path, entries[0].file_digest, is_executable=True)
+    return ToolFile(await Get(Digest, CreateDigest([file])), None)
+
+
+@dataclass(frozen=True)
+class JailTools:
+    """bubblewrap and libfaketime, each at its place in the jail or missing, once pex is fetched too."""
+
+    bwrap: ToolFile
+    clock: ToolFile
+
+
+@rule(desc="Fetch the jail's tools", level=LogLevel.DEBUG)
+async def fetch_jail_tools(bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli,
+                           platform: Platform) -> JailTools:
+    # pex comes too: the interpreter search runs it, and so does every requirements pex. Pants 2.17 reads
+    # a `file://` download 4 KB at a time through its blocking thread pool, where each read waits behind
+    # the build graph's file reads, so these fetches must precede the graph's work (see `gate`). A pex
+    # that cannot be fetched fails where pex is run.
+    bwrap_file, clock_file, _ = await MultiGet(
+        Get(ToolFile, ToolFileRequest(bwrap.name, bwrap.get_request(platform), isolation.BWRAP)),
+        Get(ToolFile, ToolFileRequest(faketime.name, faketime.get_request(platform), isolation.FAKETIME)),
+        Get(ToolFile, ToolFileRequest(pex_cli.name, pex_cli.get_request(platform), "pex")),
+    )
+    return JailTools(bwrap_file, clock_file)
+
+
+@dataclass(frozen=True)
+class JailInterpreter:
+    python: PythonExecutable | None
+    missing: str | None  # why no interpreter satisfies the constraints; `python` is then None
+
+
+@rule(desc="Find the jail's interpreter", level=LogLevel.DEBUG)
+async def find_jail_interpreter(constraints: InterpreterConstraints) -> JailInterpreter:
+    try:
+        return JailInterpreter(await Get(PythonExecutable, InterpreterConstraints, constraints), None)
+    except Exception as error:  # noqa: BLE001 - asked for beside the tools, it must not crash their answer
+        return JailInterpreter(None, f"no interpreter for {constraints}: {_last_line(error)}")
+
+
+def _last_line(error: Exception) -> str:
+    return (str(error).strip().splitlines()[-1:] or [type(error).__name__])[0][:200]
 
 
 def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], description: str) -> Process:
@@ -117,18 +174,19 @@ def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], descripti
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
-async def probe_jail(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, platform: Platform,
-                     python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
+async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
     mode = gate.isolation
     root = build_root.path
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root)
-    bwrap_digest, bwrap_missing = await _tool(bwrap, platform, isolation.BWRAP)
-    if bwrap_missing:
-        return Jail(Isolation.none(bwrap_missing), mode, EMPTY_DIGEST, (), root)
-    clock_digest, clock_missing = await _tool(faketime, platform, isolation.FAKETIME)
-    tools = await Get(Digest, MergeDigests([bwrap_digest, clock_digest]))
-    python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
+    jail_tools, interpreter = await MultiGet(
+        Get(JailTools), Get(JailInterpreter, InterpreterConstraints(python_setup.interpreter_constraints)))
+    if jail_tools.bwrap.missing:
+        return Jail(Isolation.none(jail_tools.bwrap.missing), mode, EMPTY_DIGEST, (), root)
+    if interpreter.python is None:
+        return Jail(Isolation.none(str(interpreter.missing)), mode, EMPTY_DIGEST, (), root)
+    python = interpreter.python
+    tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
     version, prefixes_run = await MultiGet(
         Get(FallibleProcessResult, Process, _probe([isolation.BWRAP, "--version"], tools, FrozenDict(),
                                                    "Read the bubblewrap version")),
@@ -139,7 +197,7 @@ async def probe_jail(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketi
         prefixes = tuple(isolation.read_prefixes(prefixes_run.stdout))
     except ValueError as error:
         return Jail(Isolation.none(f"the interpreter's folders are unknown: {error}"), mode, EMPTY_DIGEST, (), root)
-    fixed_clock = clock_missing is None
+    fixed_clock = jail_tools.clock.missing is None
     argv = isolation.jailed_argv([python.path, "-S", "-s", "-c", isolation.PROBE, root], {}, prefixes, root,
                                  fixed_clock)
     probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))

@@ -216,6 +216,16 @@ def test_required_isolation_without_bubblewrap_runs_nothing(rule_runner: RuleRun
     assert "bubblewrap unavailable" in world.failure.found
 
 
+def test_a_jail_with_no_interpreter_is_a_refusal_not_a_traceback(rule_runner: RuleRunner) -> None:
+    # The interpreter search runs beside the tools' fetch: its failure must be an answer too.
+    write_repo(rule_runner)
+    configure(rule_runner, "--gate-isolation=required", "--python-interpreter-constraints=['CPython==2.1.*']",
+              jailed=True)
+    assert rule_runner.request(Jail, []).isolation.description.startswith("none (no interpreter for CPython==2.1.*")
+    world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
+    assert world.failure is not None and world.failure.code is Code.ISOLATION_UNAVAILABLE
+
+
 def test_manifest_check_catches_a_resealed_manifest(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
     rule_runner.write_files({"checks/manifest.json": rule_runner.read_file("checks/manifest.json")
