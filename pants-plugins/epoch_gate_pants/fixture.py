@@ -30,6 +30,7 @@ from epoch_gate.check import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.world import listing_sha256, record_counts
 from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
     EpochFixtureInputsField,
@@ -107,7 +108,8 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
 
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
-async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup) -> FixtureWorld:
+async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup,
+                                 options: SampledPropertiesSubsystem) -> FixtureWorld:
     files, jail = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail))
     if jail.refusal is not None:
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
@@ -123,6 +125,7 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
     result = await Get(FallibleProcessResult, Process(
         argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
         description=f"Generate the fixture world of {request.address}", level=LogLevel.DEBUG,
+        remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     if result.exit_code != 0:
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]

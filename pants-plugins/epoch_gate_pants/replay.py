@@ -248,6 +248,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         level=LogLevel.DEBUG,
         timeout_seconds=options.timeout,
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
+        remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
     return ReplayRun(request.address, epoch, manifest, result, output)

@@ -154,3 +154,20 @@ class SampledPropertiesSubsystem(Subsystem):
             """
         ),
     )
+    remote_cache_speculation_delay = IntOption(
+        default=1000,
+        advanced=True,
+        help=help_text(
+            """
+            Milliseconds a fixture generator or a replay waits on the remote cache before it also starts
+            locally. With `[GLOBAL].remote_cache_read`, Pants races each lookup against running the
+            process, and a hit throws the local run away: on a laptop reading a warm cache, those runs take
+            the cores the build graph needs. A lookup that misses starts the process at once, whatever
+            this delay. 0 (or less) races from the start.
+            """
+        ),
+    )
+
+    @property
+    def speculation_delay_millis(self) -> int:
+        return max(0, self.remote_cache_speculation_delay)

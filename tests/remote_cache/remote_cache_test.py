@@ -15,6 +15,8 @@ from tests.remote_cache.server import buildgrid, free_port, remote_options, stat
 REPLAY = "checks:orders_properties"
 # Pants' defaults for [GLOBAL].remote_cache_rpc_concurrency and remote_store_rpc_concurrency.
 PANTS_CONCURRENT_RPCS = 128 + 128
+# A generator or a replay run on this machine (the debug log's workunit of a local process, not a lookup's).
+LOCAL_START = re.compile(r"\] Starting: (?:Generate the fixture world of|Replay \d+ sampled properties of) \S+")
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +39,12 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
         # CI: a cold local cache, remote writes on.
         ci_report, ci_stdout, _ = gate(example, "--local-store-dir=" + str(tmp_path / "ci-store"),
                                        *remote_options(port, write=True))
-        # A laptop: nothing local (a new store), read-only.
+        # A laptop: nothing local (a new store), read-only; it waits on the cache as long as it takes, so a
+        # generator or replay that starts locally raced the lookup (debug logs each local start).
         laptop = ["--local-store-dir=" + str(tmp_path / "laptop-store"), *remote_options(port, write=False)]
-        report, stdout, counters = gate(example, *laptop)
+        run = example.gate("--stats-log", "-ldebug", "--property-replay-remote-cache-speculation-delay=600000",
+                           *laptop)
+        report, stdout, counters = run.report, run.stdout, stats(run.stderr)
         if store == "disk":  # `pants test` asks for the very replay the gate ran: a remote hit too
             test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"),
                                  "test", REPLAY)
@@ -51,6 +56,7 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
     assert report["verdict"] == ci_report["verdict"] == "eligible"
     assert identities(report) == identities(ci_report) and stdout == ci_stdout
     assert all(s["cached"] for s in report["suites"])  # every replay came from the remote cache
+    assert not LOCAL_START.findall(run.stderr), LOCAL_START.findall(run.stderr)
 
 
 def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo, tmp_path: Path) -> None:
