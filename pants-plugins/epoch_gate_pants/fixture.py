@@ -8,7 +8,6 @@ from typing import Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex_environment import PythonExecutable
 from pants.engine.addresses import Address
 from pants.engine.fs import (
     EMPTY_DIGEST,
@@ -29,7 +28,7 @@ from pants.util.logging import LogLevel
 from epoch_gate.check import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.world import listing_sha256, record_counts
-from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
@@ -110,10 +109,15 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
 async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup,
                                  options: SampledPropertiesSubsystem) -> FixtureWorld:
-    files, jail = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail))
+    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    files, jail, interpreter = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail),
+                                              Get(Interpreter, InterpreterConstraints, constraints))
+    if interpreter.python is None:
+        return FixtureWorld(EMPTY_DIGEST, None, interpreter.reason(Code.GENERATOR_FAILED, files.generator_path,
+                                                                   constraints))
     if jail.refusal is not None:
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
-    python = await Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints))
+    python = interpreter.python
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
     inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path,
                                                                            *files.input_paths])))

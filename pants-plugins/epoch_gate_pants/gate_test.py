@@ -445,6 +445,15 @@ def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo
     assert properties(run.report) and not any(p["outcome"] == "pass" for p in properties(run.report)), run.stdout
 
 
+def test_a_replay_that_runs_again_is_reported_as_run_not_cached(repo: GateRepo) -> None:
+    # One scheduler across runs, as pantsd: the replay re-runs on an edit with the same output, and the
+    # report must say it ran (the memoized `_Runs` once handed back the earlier run's metadata).
+    repo.gate()
+    repo.write("src/payments_lib.py", repo.read("src/payments_lib.py") + "\n# edited, not committed\n")
+    assert [s["cached"] for s in suites(repo.gate().report)] == [False]
+    assert [s["cached"] for s in suites(repo.gate().report)] == [True]
+
+
 def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(repo: GateRepo) -> None:
     def replayed(files: dict[str, str]) -> bool:
         run = repo.gate(f"--gate-candidate={repo.candidate('reach', files)}")

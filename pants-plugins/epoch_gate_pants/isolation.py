@@ -26,6 +26,7 @@ from pants.util.strutil import help_text
 from epoch_gate import isolation
 from epoch_gate.isolation import Isolation, Mode
 from epoch_gate.reasons import Code, Reason
+from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.subsystems import GateSubsystem
 
 
@@ -100,11 +101,20 @@ class Jail:
 
 @dataclass(frozen=True)
 class ToolFileRequest:
-    """One pinned external tool, placed at `path` in an otherwise empty digest."""
+    """One pinned external tool, placed at `path` in an otherwise empty digest; `download` is None when
+    the tool's options give no download for this platform, and `unknown` then says why."""
 
     name: str
-    download: ExternalToolRequest
+    download: ExternalToolRequest | None
     path: str
+    unknown: str | None = None
+
+    @classmethod
+    def of(cls, tool: TemplatedExternalTool, platform: Platform, path: str) -> ToolFileRequest:
+        try:
+            return cls(tool.name, tool.get_request(platform), path)
+        except Exception as error:  # noqa: BLE001 - no known version for this platform, say: an answer
+            return cls(tool.name, None, path, failure_line(error))
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,14 @@ class ToolFile:
     missing: str | None  # why the tool is not available; `digest` is then empty
 
 
-@rule(desc="Fetch a jail tool", level=LogLevel.DEBUG)
+@rule(desc="Fetch an external tool", level=LogLevel.DEBUG)
 async def fetch_tool_file(request: ToolFileRequest) -> ToolFile:
+    if request.download is None:
+        return ToolFile(EMPTY_DIGEST, f"{request.name} unavailable: {request.unknown}")
     try:
         downloaded = await Get(DownloadedExternalTool, ExternalToolRequest, request.download)
     except Exception as error:  # noqa: BLE001 - a missing or mismatched tool is an answer, not a crash
-        return ToolFile(EMPTY_DIGEST, f"{request.name} unavailable: {_last_line(error)}")
+        return ToolFile(EMPTY_DIGEST, f"{request.name} unavailable: {failure_line(error)}")
     entries = [e for e in await Get(DigestEntries, Digest, downloaded.digest) if isinstance(e, FileEntry)]
     if len(entries) != 1:
         return ToolFile(EMPTY_DIGEST, f"{request.name} download held {len(entries)} files, expected 1")
@@ -128,43 +140,51 @@ async def fetch_tool_file(request: ToolFileRequest) -> ToolFile:
 
 @dataclass(frozen=True)
 class JailTools:
-    """bubblewrap and libfaketime, each at its place in the jail or missing, once pex is fetched too."""
+    """bubblewrap and libfaketime, each at its place in the jail or missing; and pex, which every
+    interpreter search and requirements PEX runs."""
 
     bwrap: ToolFile
     clock: ToolFile
+    pex: ToolFile
 
 
 @rule(desc="Fetch the jail's tools", level=LogLevel.DEBUG)
-async def fetch_jail_tools(bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli,
+async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli,
                            platform: Platform) -> JailTools:
-    # pex comes too: the interpreter search runs it, and so does every requirements pex. Pants 2.17 reads
-    # a `file://` download 4 KB at a time through its blocking thread pool, where each read waits behind
-    # the build graph's file reads, so these fetches must precede the graph's work (see `gate`). A pex
-    # that cannot be fetched fails where pex is run.
-    bwrap_file, clock_file, _ = await MultiGet(
-        Get(ToolFile, ToolFileRequest(bwrap.name, bwrap.get_request(platform), isolation.BWRAP)),
-        Get(ToolFile, ToolFileRequest(faketime.name, faketime.get_request(platform), isolation.FAKETIME)),
-        Get(ToolFile, ToolFileRequest(pex_cli.name, pex_cli.get_request(platform), "pex")),
-    )
-    return JailTools(bwrap_file, clock_file)
+    # Pants 2.17 reads a `file://` download 4 KB at a time through its blocking thread pool, where each
+    # read waits behind every file read of the build graph's work: in an empty store, pex took 6-7 s. So
+    # the gate fetches these first, alone (`run_gate`). pex's download here is the very node Pants' own
+    # rules ask for; an https URL is not slowed by the pool, only fetched before the graph's work.
+    off = ToolFile(EMPTY_DIGEST, "not fetched: [gate].isolation = off")
+    wanted = [ToolFileRequest.of(pex_cli, platform, "pex")]
+    if gate.isolation is not Mode.OFF:
+        wanted += [ToolFileRequest.of(bwrap, platform, isolation.BWRAP),
+                   ToolFileRequest.of(faketime, platform, isolation.FAKETIME)]
+    pex, *jail = await MultiGet(Get(ToolFile, ToolFileRequest, request) for request in wanted)
+    bwrap_file, clock_file = jail or (off, off)
+    return JailTools(bwrap_file, clock_file, pex)
 
 
 @dataclass(frozen=True)
-class JailInterpreter:
+class Interpreter:
+    """The interpreter the generator and the replays run on, in the jail or not; or why none satisfies
+    `[python].interpreter_constraints` (`python` is then None)."""
+
     python: PythonExecutable | None
-    missing: str | None  # why no interpreter satisfies the constraints; `python` is then None
+    missing: str | None
+
+    def reason(self, code: Code, path: str, constraints: InterpreterConstraints) -> Reason:
+        return Reason(code, path, f"an interpreter for {constraints}", str(self.missing)[:300],
+                      "no interpreter satisfies [python].interpreter_constraints: install one where "
+                      "[python-bootstrap].search_path looks")
 
 
-@rule(desc="Find the jail's interpreter", level=LogLevel.DEBUG)
-async def find_jail_interpreter(constraints: InterpreterConstraints) -> JailInterpreter:
+@rule(desc="Find the interpreter for the generator and the replays", level=LogLevel.DEBUG)
+async def find_interpreter(constraints: InterpreterConstraints) -> Interpreter:
     try:
-        return JailInterpreter(await Get(PythonExecutable, InterpreterConstraints, constraints), None)
-    except Exception as error:  # noqa: BLE001 - asked for beside the tools, it must not crash their answer
-        return JailInterpreter(None, f"no interpreter for {constraints}: {_last_line(error)}")
-
-
-def _last_line(error: Exception) -> str:
-    return (str(error).strip().splitlines()[-1:] or [type(error).__name__])[0][:200]
+        return Interpreter(await Get(PythonExecutable, InterpreterConstraints, constraints), None)
+    except Exception as error:  # noqa: BLE001 - a search that finds nothing is a reason, not a traceback
+        return Interpreter(None, failure_line(error))
 
 
 def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], description: str) -> Process:
@@ -179,13 +199,15 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     root = build_root.path
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root)
-    jail_tools, interpreter = await MultiGet(
-        Get(JailTools), Get(JailInterpreter, InterpreterConstraints(python_setup.interpreter_constraints)))
-    if jail_tools.bwrap.missing:
-        return Jail(Isolation.none(jail_tools.bwrap.missing), mode, EMPTY_DIGEST, (), root)
-    if interpreter.python is None:
-        return Jail(Isolation.none(str(interpreter.missing)), mode, EMPTY_DIGEST, (), root)
+    # The interpreter search (a pex process, seconds in a cold run) runs beside the tools' fetch; it never
+    # raises, so bubblewrap's absence is still the answer it was.
+    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    jail_tools, interpreter = await MultiGet(Get(JailTools), Get(Interpreter, InterpreterConstraints, constraints))
     python = interpreter.python
+    missing = jail_tools.bwrap.missing or jail_tools.pex.missing or (
+        None if python else f"no interpreter for {constraints}: {interpreter.missing}")
+    if missing or python is None:
+        return Jail(Isolation.none(missing or "no interpreter"), mode, EMPTY_DIGEST, (), root)
     tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
     version, prefixes_run = await MultiGet(
         Get(FallibleProcessResult, Process, _probe([isolation.BWRAP, "--version"], tools, FrozenDict(),

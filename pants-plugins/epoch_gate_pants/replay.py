@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import Pex
-from pants.backend.python.util_rules.pex_environment import PythonExecutable
 from pants.backend.python.util_rules.pex_from_targets import RequirementsPexRequest
 from pants.backend.python.util_rules.python_sources import (
     PythonSourceFiles,
@@ -47,8 +46,9 @@ from epoch_gate.reasons import Code, Reason
 from epoch_gate.requirements import UNPACKED
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
+from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
-from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
@@ -93,18 +93,17 @@ class ReplayRun:
     result: Optional[FallibleProcessResult]
     output: Digest
     refusals: tuple[Reason, ...] = ()  # why the sandbox was not run: a module provided twice, say
+    # Compared, unlike the result's metadata: a replay that runs again with the same output is then a new
+    # value, so a memoized caller (the gate's `_Runs`, a test result) is recomputed rather than cleaned,
+    # and does not hand back the earlier run's metadata (which would call this run's replay cached).
+    result_run_id: Optional[int] = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result_run_id", self.result.metadata.source_run_id if self.result else None)
 
     @property
     def reasons(self) -> tuple[Reason, ...]:
         return (*self.epoch.pin.reasons, *self.manifest.check.reasons, *self.refusals)
-
-
-def _failure_line(error: Exception) -> str:
-    """The line of a failed resolve that names the cause (pex's last line of stderr, say)."""
-    stderr = getattr(error, "stderr", b"")
-    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) and stderr.strip() else str(error)
-    lines = [line.strip() for line in text.splitlines() if line.strip() and "--keep-sandboxes" not in line]
-    return printable(" ".join(lines[-3:])[-300:] if lines else type(error).__name__)
 
 
 async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
@@ -133,7 +132,7 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
     try:
         transitive = await Get(TransitiveTargets, TransitiveTargetsRequest([request.address]))
     except Exception as error:  # noqa: BLE001 - a dependency that does not resolve is a reason, not a traceback
-        return SuiteDependencies((), _failure_line(error))
+        return SuiteDependencies((), failure_line(error))
     return SuiteDependencies(tuple(transitive.closure), None)
 
 
@@ -160,12 +159,17 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
             "or import the error names"),))
 
     predicates_field = suite.manifest[PropertyManifestPredicatesField]
-    unstripped, predicate_sources, python, jail = await MultiGet(
+    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    unstripped, predicate_sources, interpreter, jail = await MultiGet(
         Get(PythonSourceFiles, PythonSourceFilesRequest(dependencies.closure)),
         Get(SourceFiles, SourceFilesRequest([predicates_field])),
-        Get(PythonExecutable, InterpreterConstraints(python_setup.interpreter_constraints)),
+        Get(Interpreter, InterpreterConstraints, constraints),
         Get(Jail),
     )
+    python = interpreter.python
+    if python is None:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST,
+                         (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),))
     predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
     # Every file's place in the merged sandbox, worked out before Pants merges the source roots (a path
     # placed twice with other bytes would fail that merge): a path or module provided twice, a file
@@ -201,7 +205,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (Reason(
             Code.REQUIREMENTS_UNAVAILABLE, str(request.address), "the suite's third-party requirements from "
-            "its resolve's lockfile, as wheels", _failure_line(error),
+            "its resolve's lockfile, as wheels", failure_line(error),
             "the replay's third-party requirements could not be resolved: regenerate the lockfile "
             "(`pants generate-lockfiles`), with wheels for every requirement"),))
     code, predicates, manifest_only = await MultiGet(

@@ -216,14 +216,18 @@ def test_required_isolation_without_bubblewrap_runs_nothing(rule_runner: RuleRun
     assert "bubblewrap unavailable" in world.failure.found
 
 
-def test_a_jail_with_no_interpreter_is_a_refusal_not_a_traceback(rule_runner: RuleRunner) -> None:
-    # The interpreter search runs beside the tools' fetch: its failure must be an answer too.
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_no_interpreter_for_the_constraints_is_a_reason_not_a_traceback(rule_runner: RuleRunner, mode: str) -> None:
+    # The search runs beside the jail's tools and its failure is an answer, in the jail and in each process.
     write_repo(rule_runner)
-    configure(rule_runner, "--gate-isolation=required", "--python-interpreter-constraints=['CPython==2.1.*']",
+    configure(rule_runner, f"--gate-isolation={mode}", "--python-interpreter-constraints=['CPython==2.1.*']",
               jailed=True)
     assert rule_runner.request(Jail, []).isolation.description.startswith("none (no interpreter for CPython==2.1.*")
     world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
-    assert world.failure is not None and world.failure.code is Code.ISOLATION_UNAVAILABLE
+    assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED, world.failure
+    assert world.failure.expected == "an interpreter for CPython==2.1.*"
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None and run.epoch.world.failure == world.failure
 
 
 def test_manifest_check_catches_a_resealed_manifest(rule_runner: RuleRunner) -> None:

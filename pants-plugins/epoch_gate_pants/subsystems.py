@@ -170,4 +170,4 @@ class SampledPropertiesSubsystem(Subsystem):
 
     @property
     def speculation_delay_millis(self) -> int:
-        return max(0, self.remote_cache_speculation_delay)
+        return min(max(0, self.remote_cache_speculation_delay), 2**31 - 1)  # Pants reads a 32-bit int

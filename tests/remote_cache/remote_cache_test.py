@@ -37,8 +37,10 @@ def gate(repo: Repo, *options: str) -> tuple[dict, str, dict[str, int]]:
 def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_path: Path, store: str) -> None:
     with buildgrid(example.root, tmp_path / "buildgrid.log", tmp_path / "cas" if store == "disk" else None) as port:
         # CI: a cold local cache, remote writes on.
-        ci_report, ci_stdout, _ = gate(example, "--local-store-dir=" + str(tmp_path / "ci-store"),
-                                       *remote_options(port, write=True))
+        ci = example.gate("-ldebug", "--local-store-dir=" + str(tmp_path / "ci-store"),
+                          *remote_options(port, write=True))
+        ci_report, ci_stdout = ci.report, ci.stdout
+        assert LOCAL_START.findall(ci.stderr)  # the pattern sees a process run here: CI ran them all
         # A laptop: nothing local (a new store), read-only; it waits on the cache as long as it takes, so a
         # generator or replay that starts locally raced the lookup (debug logs each local start).
         laptop = ["--local-store-dir=" + str(tmp_path / "laptop-store"), *remote_options(port, write=False)]
