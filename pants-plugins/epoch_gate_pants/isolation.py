@@ -174,7 +174,7 @@ class Interpreter:
     missing: str | None
 
     def reason(self, code: Code, path: str, constraints: InterpreterConstraints) -> Reason:
-        return Reason(code, path, f"an interpreter for {constraints}", str(self.missing)[:300],
+        return Reason(code, path, f"an interpreter for {constraints}", self.missing or "none found",
                       "no interpreter satisfies [python].interpreter_constraints: install one where "
                       "[python-bootstrap].search_path looks")
 
@@ -203,11 +203,11 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     # raises, so bubblewrap's absence is still the answer it was.
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
     jail_tools, interpreter = await MultiGet(Get(JailTools), Get(Interpreter, InterpreterConstraints, constraints))
+    missing = jail_tools.bwrap.missing or jail_tools.pex.missing
+    if missing or interpreter.python is None:
+        why = missing or f"no interpreter for {constraints}: {interpreter.missing}"
+        return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root)
     python = interpreter.python
-    missing = jail_tools.bwrap.missing or jail_tools.pex.missing or (
-        None if python else f"no interpreter for {constraints}: {interpreter.missing}")
-    if missing or python is None:
-        return Jail(Isolation.none(missing or "no interpreter"), mode, EMPTY_DIGEST, (), root)
     tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
     version, prefixes_run = await MultiGet(
         Get(FallibleProcessResult, Process, _probe([isolation.BWRAP, "--version"], tools, FrozenDict(),
