@@ -20,7 +20,7 @@ from epoch_gate.decision import Evidence, Expected, Identities, decide
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import sha256_file
 from epoch_gate.observations import load_observations, make_observation, write_observation
-from epoch_gate.replay import PropertyOutcome, ReplayResult
+from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 
 
 def timed(run: Callable[[], object], repeats: int) -> list[float]:

@@ -103,7 +103,7 @@ class CandidateClosureRequest:
     candidate: CandidateFiles
     oracle: Digest  # the trusted oracle package's files (repository paths), where the imports start
     oracle_places: tuple[tuple[str, str], ...]  # (repository path, sandbox path) of each oracle file
-    probes: tuple[str, ...] = ()  # probe modules: product code the child imports by name
+    product: tuple[str, ...] = ()  # the product's modules the suite depends on: the child imports them by name
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     # The oracle's packages are the trusted checkout's: the candidate's copy of them is not the oracle.
     oracle_names = {top_level(stripped) for _, stripped in request.oracle_places}
     oracle_module = {path: module_name(stripped) or "" for path, stripped in request.oracle_places}
-    starts = set(request.probes).union(*(
+    starts = set(request.product).union(*(
         imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle))
     reached = modules.graph.reach(starts, oracle_names)
     irregular = dict(request.candidate.irregular)

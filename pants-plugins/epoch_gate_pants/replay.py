@@ -40,7 +40,7 @@ from pants.util.logging import LogLevel
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities, replay_problems
 from epoch_gate.isolation import TOOLS_DIR
-from epoch_gate.modules import shadowing, top_level, unowned_predicates
+from epoch_gate.modules import module_name, shadowing, top_level, unowned_predicates
 from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.requirements import UNPACKED
@@ -49,7 +49,7 @@ from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
 from epoch_gate_pants.isolation import Interpreter, Jail
-from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
+from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner, runner_paths
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import (
@@ -64,11 +64,11 @@ MANIFEST_DIR = "__manifest"
 REQUIREMENTS_DIR = "__requirements"
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
 # first, then the standard library, and nothing of the product. The runner starts one child process for
-# the product's code (epoch_gate.child), which imports the sandbox's own files only under the top-level
-# names passed to it, after the standard library, so the change can shadow neither.
+# the product's code (epoch_gate.runner.child), which imports the sandbox's own files only under the
+# product's top-level names, after the standard library, so the change can shadow neither.
 BOOT = """import sys
 sys.path.insert(0, {runner!r})
-from epoch_gate.runner_main import main
+from epoch_gate.runner.main import main
 sys.exit(main())
 """
 
@@ -136,6 +136,14 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
     return SuiteDependencies(tuple(transitive.closure), None)
 
 
+def _without_runner(placed: dict[str, str]) -> dict[str, str]:
+    """The predicates import the runner's API (`epoch_gate.runner.judging`): the runner's own copy serves
+    them, so the runner's files in a suite's closure are not shipped again (nor refused as shadowing it).
+    Any other file under its package still is refused."""
+    shipped = runner_paths()
+    return {path: stripped for path, stripped in placed.items() if stripped not in shipped}
+
+
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
                                     options: SampledPropertiesSubsystem) -> ReplayRun:
@@ -179,6 +187,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
                         for path, root in predicate_roots.path_to_root.items()}
     placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
     placed.update(predicate_places)
+    placed = _without_runner(placed)
     oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
               for path, stripped in predicate_places.items()}
     code_digest, closure_refusals = None, ()
@@ -188,10 +197,13 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
         oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
                                                        PathGlobs(sorted(oracle_placed))))
-        probes = tuple(sorted({p.probe.partition(":")[0] for p in parsed.properties if p.probe}))
+        # The predicates call the product by name, not by import: the candidate's code ships from the
+        # modules the suite depends on in the trusted build graph, and whatever they import.
+        product = tuple(sorted({name for name in map(module_name, placed.values())
+                                if name is not None and name.split(".")[0] not in oracle}))
         reached = await Get(CandidateClosure, CandidateClosureRequest(
-            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), probes))
-        placed = {**oracle_placed, **dict(reached.places)}
+            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
+        placed = _without_runner({**oracle_placed, **dict(reached.places)})
         code_digest = reached.stripped
         closure_refusals = reached.refusals
     reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
@@ -219,6 +231,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         code_digest = await Get(Digest, MergeDigests([oracle_code, code_digest]))
     else:
         code_digest = code.stripped_source_files.snapshot.digest
+    code_digest = await Get(Digest, DigestSubset(code_digest, PathGlobs(["**", *(f"!{p}" for p in runner_paths())])))
     names = sorted({top_level(stripped) for stripped in placed.values()})
     manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
     manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")

@@ -1,40 +1,49 @@
 """The replay runner as a sandbox input: the bytes Pants itself loaded as `epoch_gate`, but only the
-modules the runner imports, so that editing the report, the CLI or the gate's orchestration leaves every
-cached replay valid."""
+runner package and the core modules it declares (`epoch_gate.runner.SHIPPED_CORE`), so that editing the
+report, the CLI or the gate's judgement leaves every cached replay valid."""
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 from dataclasses import dataclass
 
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import Get, collect_rules, rule
 
-import epoch_gate
-from epoch_gate.closure import closure, imported
+from epoch_gate import runner as runner_package
+from epoch_gate.runner import SHIPPED_CORE
 
 RUNNER_ROOT = "__epoch_gate"
-# The runner's entry point, and the child it starts by name (epoch_gate.channel's CHILD_BOOT).
-ENTRY_MODULES = {"epoch_gate.runner_main", "epoch_gate.child"}
 
 
 @dataclass(frozen=True)
 class CoreRunner:
-    """`__epoch_gate/epoch_gate/<the runner's modules>.py`; put RUNNER_ROOT on the path to run it."""
+    """`__epoch_gate/epoch_gate/...`; put RUNNER_ROOT on the path to run it."""
 
     digest: Digest
 
 
+def _module_file(module: str) -> tuple[str, bytes]:
+    package, _, name = module.rpartition(".")
+    if not package:  # the package itself
+        return f"{module}/__init__.py", importlib.resources.read_binary(module, "__init__.py")
+    return f"{package.replace('.', '/')}/{name}.py", importlib.resources.read_binary(package, f"{name}.py")
+
+
 def runner_files() -> dict[str, bytes]:
-    """The runner's import closure within the package, by path relative to RUNNER_ROOT."""
-    package = epoch_gate.__name__
-    sources = {f"{package}/{name}": importlib.resources.read_binary(package, name)
-               for name in importlib.resources.contents(package) if name.endswith(".py")}
-    modules = {f"{package}.{path[len(package) + 1:-3]}".replace(".__init__", ""): [path] for path in sources}
-    name_of = {path: name for name, (path,) in modules.items()}
-    reached = closure(ENTRY_MODULES, lambda name: modules.get(name, ()),
-                      lambda path: imported(sources[path], name_of[path], path.endswith("__init__.py")))
-    return {path: sources[path] for path in sorted(reached)}
+    """The runner package's modules and the declared core modules, by path relative to RUNNER_ROOT."""
+    package = runner_package.__name__
+    folder = package.replace(".", "/")
+    files = {f"{folder}/{name}": importlib.resources.read_binary(package, name)
+             for name in importlib.resources.contents(package) if name.endswith(".py") and not name.endswith("_test.py")}
+    files.update(_module_file(module) for module in SHIPPED_CORE)
+    return dict(sorted(files.items()))
+
+
+@functools.lru_cache(maxsize=None)
+def runner_paths() -> frozenset[str]:
+    return frozenset(runner_files())
 
 
 @rule(desc="Package the epoch_gate replay runner")

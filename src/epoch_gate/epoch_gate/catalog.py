@@ -26,14 +26,9 @@ class Property:
     bound: str
     predicate: str
     description: str
-    # Optional product code, `module:function`: run in the replay's child, it returns plain JSON data,
-    # and the predicate judges it in the parent as `predicate(record, observed)` (docs/concepts.md).
-    probe: str = ""
 
     def to_json(self) -> dict[str, str]:
-        # `probe` only when set: a manifest without probes keeps the digest it always had.
-        return {"name": self.name, "bound": self.bound, "predicate": self.predicate,
-                "description": self.description, **({"probe": self.probe} if self.probe else {})}
+        return {"name": self.name, "bound": self.bound, "predicate": self.predicate, "description": self.description}
 
 
 @dataclass(frozen=True)
@@ -49,22 +44,27 @@ def property_from_json(raw: object, path: str) -> Property:
         raise fail(Code.ARTIFACT_MALFORMED, path, "a property must be a mapping",
                    expected="mapping", found=type(raw).__name__)
     fields = {"name", "bound", "predicate", "description"}
-    if not fields <= set(raw) <= fields | {"probe"}:
-        raise fail(Code.ARTIFACT_MALFORMED, path,
-                   "a property has exactly name, bound, predicate, description, and optionally probe",
-                   expected=", ".join(sorted(fields)) + " (probe)", found=", ".join(sorted(map(str, raw))))
+    if "probe" in raw:
+        raise fail(Code.ARTIFACT_MALFORMED, path, (
+            f"property {str(raw.get('name'))[:64]} has a probe: a predicate now drives the product itself, "
+            "`predicate(record, product)` calling `product.<module>.<function>(...)`; fold the probe's calls "
+            "into the predicate and delete the field (docs/adopting.md)"), expected=", ".join(sorted(fields)),
+            found="probe")
+    if set(raw) != fields:
+        raise fail(Code.ARTIFACT_MALFORMED, path, "a property has exactly name, bound, predicate, description",
+                   expected=", ".join(sorted(fields)), found=", ".join(sorted(map(str, raw))))
     for key in sorted(set(raw)):
         if not isinstance(raw[key], str):
             raise fail(Code.ARTIFACT_MALFORMED, path, f"property field {key!r} must be a string",
                        expected="string", found=type(raw[key]).__name__)
-    for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", PREDICATE), ("probe", PREDICATE)):
-        if key in raw and not pattern.match(raw[key]):
+    for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", PREDICATE)):
+        if not pattern.match(raw[key]):
             raise fail(Code.ARTIFACT_MALFORMED, path, f"property {key} is not valid",
                        expected=pattern.pattern, found=raw[key][:80])
     if not raw["description"].strip():
         raise fail(Code.ARTIFACT_MALFORMED, path, f"property {raw['name']} has an empty description",
                    expected="a description", found="empty")
-    return Property(raw["name"], raw["bound"], raw["predicate"], raw["description"], raw.get("probe", ""))
+    return Property(raw["name"], raw["bound"], raw["predicate"], raw["description"])
 
 
 

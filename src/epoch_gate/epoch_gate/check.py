@@ -13,7 +13,7 @@ from epoch_gate.manifest import Manifest, parse_manifest, verify_manifest
 from epoch_gate.observations import Observation, parse_observation_files
 from epoch_gate.pin import Pin, parse_pin, verify_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.replay import OBSERVATIONS, SUMMARY, ReplayResult, parse_result
+from epoch_gate.replay_result import OBSERVATIONS, SUMMARY, ReplayResult, parse_result
 
 
 @dataclass(frozen=True)

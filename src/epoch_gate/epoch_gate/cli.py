@@ -151,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
     smp.add_argument("--out", default="checks/manifest.json")
     smp.set_defaults(run=cmd_sample)
 
-    from epoch_gate.runner_main import add_arguments, run_replay
+    from epoch_gate.runner.main import add_arguments, run_replay
 
     rep = sub.add_parser("replay", help="evaluate the sampled predicates over a fixture world")
     add_arguments(rep)

@@ -11,8 +11,7 @@ from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
 from epoch_gate.observations import Observation
 from epoch_gate.reasons import Code, Reason, Severity
-from epoch_gate.replay import ReplayResult
-from epoch_gate.stream import RAISED
+from epoch_gate.replay_result import ReplayResult
 
 
 class Label(enum.Enum):
@@ -88,7 +87,7 @@ class Evidence:
     suite: str = "suite"
 
 
-_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.PREDICATE_REPLACED)}
+_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED)}
 
 
 def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
@@ -211,11 +210,12 @@ def _replay_reasons(evidence: SuiteEvidence, by_id: Mapping[str, Observation]) -
             elif observation.is_flake:
                 flakes.append(observation)
             else:
-                code = Code.PREDICATE_ERROR if observation.detail.startswith(RAISED) else Code.PROPERTY_FAILED
-                reasons.append(Reason(code, path, expected=f"{outcome.name} holds",
+                # The product failing on a record (raising, say) is the record's failure: the predicate's
+                # own errors end its property as an error instead, above.
+                reasons.append(Reason(Code.PROPERTY_FAILED, path, expected=f"{outcome.name} holds",
                                       found=f"violated by {outcome.bound} line {observation.line} "
                                             f"(witness {observation.witness_sha256[:12]})",
-                                      message=f"{outcome.name}: {observation.detail}"))
+                                      message=f"{outcome.name}: {observation.detail.partition(chr(10))[0]}"))
     return reasons, flakes
 
 

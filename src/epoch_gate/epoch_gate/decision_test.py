@@ -17,7 +17,7 @@ from epoch_gate.hashing import canonical_json, canonical_sha256
 from epoch_gate.manifest import ALGORITHM, draw, manifest_body, sample
 from epoch_gate.observations import Observation, make_observation
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.replay import PropertyOutcome, ReplayResult
+from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 
 TODAY = datetime.date(2026, 12, 2)
 IDS = Identities("e1", "a" * 64, "m" * 64, "w" * 64)

@@ -23,7 +23,7 @@ from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.observations import make_observation, parse_observation_files
 from epoch_gate.pin import Pin, PinnedFile
 from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
-from epoch_gate.replay import PropertyOutcome, ReplayResult
+from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 
 settings.register_profile("ci", max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),
                           suppress_health_check=[HealthCheck.too_slow], deadline=None)

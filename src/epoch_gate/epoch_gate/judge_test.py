@@ -14,7 +14,7 @@ from epoch_gate.hashing import canonical_json
 from epoch_gate.judge import ChangeFacts, Judgement, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation, make_observation
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.replay import PropertyOutcome, ReplayResult
+from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 
 TODAY = datetime.date(2026, 12, 2)
 PROTECTED = ProtectedSet(frozenset({"payments/EPOCH", "inventory/EPOCH"}), ("observations/", "freezes/"))

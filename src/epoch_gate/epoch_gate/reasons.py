@@ -45,7 +45,7 @@ class Code(enum.Enum):
     REPLAY_FAILED = "replay-failed"
     REPLAY_INCOMPLETE = "replay-incomplete"
     RUNNER_PROTOCOL = "runner-protocol"  # the replay's child broke the protocol, ended early, or said too much
-    PREDICATE_REPLACED = "predicate-replaced"  # the child caught protected code replaced or patched
+    HANDLE_MISUSED = "handle-misused"  # a predicate compared, hashed, iterated or converted a product value
     MODULE_SHADOWED = "module-shadowed"
     PREDICATE_UNPROTECTED = "predicate-unprotected"
     BOUND_MISSING = "bound-missing"

@@ -12,7 +12,7 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange
 from epoch_gate.reasons import Reason
-from epoch_gate.replay import ReplayResult
+from epoch_gate.replay_result import ReplayResult
 from epoch_gate.text import json_safe, printable
 
 SCHEMA_VERSION = 2

@@ -17,7 +17,7 @@ from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import make_observation
 from epoch_gate.oracle import OracleChange
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.replay import PropertyOutcome, ReplayResult
+from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 
 FLAKE = make_observation(suite="suite", epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
                          witness=b'{"id":1}', bound="retries", line=2, detail="predicate returned False")

@@ -1,7 +1,8 @@
 """The replay runner's entry point, run inside the replay sandbox: `python -c BOOT replay ...`.
 
-Only this module's import closure is shipped into the sandbox (the plugin's runner rule derives it), so
-editing the report, the CLI or the gate's orchestration leaves every cached replay valid.
+Only the runner package and the core modules it imports are shipped into the sandbox (the plugin's
+runner rule derives them), so editing the report, the CLI or the gate's judgement leaves every cached
+replay valid.
 Exit 0 done (each property's outcome is in the summary), 1 refused (the reason is printed), 64 usage.
 """
 
@@ -12,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from epoch_gate import replay
 from epoch_gate.manifest import load_manifest
 from epoch_gate.reasons import EvidenceError
 from epoch_gate.requirements import UNPACKED, unpacked
+from epoch_gate.runner import parent
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -40,23 +41,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--max-witnesses", type=int, default=1)
     parser.add_argument("--sandbox-names", default="",
-                        help="comma-separated top-level names the child may import from the cwd (the product)")
+                        help="comma-separated top-level names importable from the cwd: the product's, and the oracle's")
     parser.add_argument("--oracle-names", default="",
-                        help="comma-separated top-level names of the predicates' packages: the child imports "
-                             "them from the cwd, and the judges of probe properties may import only them")
+                        help="comma-separated top-level names of the predicates' packages: the parent imports "
+                             "only them from the cwd, and the child never does")
     parser.add_argument("--child-path", action="append", default=[],
                         help="a folder on the child's import path after the standard library (repeatable)")
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    # Nothing of the product is importable here: it runs in the child (epoch_gate.child), the sandbox is
-    # the cwd, and only the judges of probe properties import from it, under the oracle's names.
+    # Nothing of the product is importable here: it runs in the child (epoch_gate.runner.child), the
+    # sandbox is the cwd, and only the predicates import from it, under the oracle's names.
     # Zipped wheels (a packed PEX's .deps) are unpacked first: extension modules cannot import from a zip.
     child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))
-    child = replay.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names))
+    child = parent.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names))
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
-        result = replay.run(manifest, Path(args.world), Path(args.out), suite=args.suite, epoch_id=args.epoch_id,
+        result = parent.run(manifest, Path(args.world), Path(args.out), suite=args.suite, epoch_id=args.epoch_id,
                             child=child, max_witnesses=args.max_witnesses)
     except EvidenceError as error:
         r = error.reason
@@ -72,5 +73,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _Parser(prog="epoch-gate-replay", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    add_arguments(sub.add_parser("replay", help="evaluate the sampled predicates over a fixture world"))
+    add_arguments(sub.add_parser("replay", help="judge the sampled properties over a fixture world"))
     return run_replay(parser.parse_args(argv))

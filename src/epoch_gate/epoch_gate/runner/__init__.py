@@ -1,0 +1,16 @@
+"""The replay runner: everything of epoch_gate's that enters the replay's jail is this package and the
+short list of core modules below, which it imports (`shipped_test` checks that list against its imports).
+
+- `main`: the entry point (`python -I -B -S -c BOOT replay ...`).
+- `parent`: reads the world, runs the predicates (oracle code) and writes the evidence.
+- `judging`: what a predicate holds of the product: names to call, answers as data, refusals.
+- `channel` and `protocol`: the parent's pipe to the child, and the frames on it.
+- `child` and `data`: the only process that runs product code, answering every call with data.
+- `finder`: imports from the sandbox under declared names only.
+"""
+
+# Stdlib-only core modules the runner imports: the artifacts it reads and writes, and their checks.
+SHIPPED_CORE = ("epoch_gate", "epoch_gate.atomic", "epoch_gate.catalog", "epoch_gate.folders", "epoch_gate.hashing",
+                "epoch_gate.manifest", "epoch_gate.observations", "epoch_gate.reasons", "epoch_gate.replay_result",
+                "epoch_gate.requirements", "epoch_gate.strictjson", "epoch_gate.text", "epoch_gate.world")
+ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child")

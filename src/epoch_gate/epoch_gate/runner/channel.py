@@ -1,0 +1,144 @@
+"""The parent's side of the replay's child process: start it, send it batches of calls (from a writer
+thread, so that a full pipe either way can never deadlock the two), read back exactly one answer per
+call, and check how it ended."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Iterable, Optional
+
+from epoch_gate.reasons import Code
+from epoch_gate.runner import protocol
+from epoch_gate.runner.child import RUNNER_ROOT
+
+# The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
+# site-packages) and sees the runner first, then the standard library, then --child-path folders, and
+# the sandbox's files only under the product's names (epoch_gate.runner.finder).
+CHILD_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.child import main; "
+              "sys.exit(main(sys.argv[2:]))")
+
+F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module only from Python 3.10
+PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged process
+
+
+class ChildFailed(Exception):
+    """The child could not answer: its reason code and why."""
+
+    def __init__(self, code: Code, detail: str) -> None:
+        super().__init__(detail)
+        self.code, self.detail = code, detail
+
+
+class Channel:
+    """One child for the whole replay. `send` queues a batch of calls; `receive` reads the answers to
+    the oldest batch not yet answered."""
+
+    def __init__(self, sandbox: Path, product_names: Iterable[str], child_path: Iterable[str]) -> None:
+        argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT,
+                "--sandbox-names", ",".join(sorted(set(product_names))), f"--parent={os.getpid()}"]
+        argv += [f"--child-path={folder}" for folder in child_path]
+        # Its own session and process group, so `_end` can kill whatever the child forks (see there).
+        self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         start_new_session=True)
+        with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
+            fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
+        self._failure: Optional[ChildFailed] = None
+        self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
+        self._broken: Optional[OSError] = None
+        self._writer = threading.Thread(target=self._write, daemon=True)
+        self._writer.start()
+
+    def _write(self) -> None:
+        pipe = self._process.stdin
+        assert pipe is not None
+        while True:
+            item = self._outbox.get()
+            if item is None:
+                break
+            if self._broken is None:
+                try:
+                    pipe.write(item)
+                    pipe.flush()
+                except OSError as exc:
+                    self._broken = exc
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+    def fail(self, code: Code, detail: str) -> ChildFailed:
+        """Ends the child: after a broken protocol, nothing more it says is evidence."""
+        self._failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
+        if self._process.returncode is None:  # not reaped: its pid still names its process group
+            self._kill_group()
+        return ChildFailed(code, detail[:500])
+
+    def _kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+
+    def _end(self) -> int:
+        """Waits for the child to exit, then kills its whole process group before reaping it (while the
+        group's id cannot be reused): a process the child forked would otherwise outlive it and could
+        rewrite the outputs the parent writes once the child is done. One that left the group (setsid)
+        is not reached here; the jail kills it when the parent exits (bwrap --die-with-parent, its own
+        PID namespace), after the outputs are written."""
+        if self._process.returncode is None:
+            os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
+            self._kill_group()
+        return self._process.wait()
+
+    def healthy(self) -> bool:
+        return self._failure is None
+
+    def check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def send(self, scope: int, calls: list[bytes]) -> None:
+        self._outbox.put(protocol.calls(scope, calls))
+
+    def drop(self, scope: int) -> None:
+        self._outbox.put(protocol.drop(scope))
+
+    def receive(self, count: int) -> list[list[object]]:
+        """The answers to the oldest batch sent and not yet answered, `count` calls long."""
+        self.check()
+        try:
+            got = protocol.read_frame(self._process.stdout)  # type: ignore[arg-type]
+            if got is None:
+                why = f"stopped reading: {self._broken}" if self._broken else f"ended early (exit {self._end()})"
+                raise self.fail(Code.RUNNER_PROTOCOL, f"the child {why}")
+            kind, payload = got
+            if kind != protocol.ANSWERS:
+                raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
+            return protocol.parse_answers(payload, count)
+        except protocol.ProtocolError as exc:
+            raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
+
+    def close(self) -> Optional[ChildFailed]:
+        """Ends the stream: the child must exit 0 with nothing more on the channel. Returns why not, unless
+        an earlier failure already ended it (the properties it left unevaluated carry that one). Either way
+        the child's process group is dead on return (`_end`): the parent's outputs come after."""
+        process = self._process
+        assert process.stdout is not None
+        self._outbox.put(None)
+        problem = ""
+        if self._failure is None:
+            self._writer.join()
+            if self._broken is not None:
+                problem = f"the child stopped reading: {self._broken}"
+            if process.stdout.read(1):
+                problem = "the child wrote more than its answers on the protocol channel"
+            status = self._end()
+            if status and not problem:
+                problem = f"the child exited {status} after its answers"
+        self._end()
+        process.stdout.close()
+        return self.fail(Code.RUNNER_PROTOCOL, problem) if problem else None

@@ -1,0 +1,202 @@
+"""The replay's child: the only process that runs product code, and no oracle code at all. It serves the
+product's callables to the parent's judges and answers every call with data (`epoch_gate.runner.protocol`).
+
+Started as `python -I -B -S -c CHILD_BOOT RUNNER_ROOT ...` with the sandbox as its cwd. Before importing
+anything of the product it moves the protocol onto private file descriptors and points fd 1 at stderr (a
+product that prints breaks nothing) and fd 0 at /dev/null. It writes no file and gets no --out. What it
+answers is only ever the product's word: product code that takes over this process can answer anything,
+but only data, which the parent's judges check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib
+import json
+import operator
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Sequence
+
+from epoch_gate.runner import data, protocol
+from epoch_gate.runner.finder import SandboxFinder
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+RUNNER_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+_OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
+
+
+class Unresolved(Exception):
+    """A call's target or argument does not name anything: the oracle's mistake, not the product's."""
+
+
+class Server:
+    """The product's callables by name, and every value a call returned, kept per scope until dropped."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[int, list[object]] = {}
+        self.names: dict[str, object] = {}
+        self.unresolved = ""  # why the call being read has an argument that names nothing
+
+    def _named(self, name: str) -> object:
+        found = self.names.get(name)
+        if found is None:
+            found = self.names[name] = _import(name)
+        return found
+
+    def _handle(self, ref: object) -> object:
+        if not (type(ref) is list and len(ref) == 3 and type(ref[0]) is int and type(ref[1]) is int
+                and type(ref[2]) is list):
+            raise Unresolved("a malformed reference")
+        scope, handle, path = ref
+        kept = self.scopes.get(scope)
+        if kept is None or not 0 <= handle < len(kept):
+            raise Unresolved(f"no value {handle} in scope {scope}")
+        value = kept[handle]
+        for step in path:
+            try:
+                value = value[step] if type(step) is int or type(value) is dict else getattr(value, step)
+            except Exception as exc:  # noqa: BLE001 - the parent asked for a part the value does not have
+                raise Unresolved(f"no part {step!r} of a {type(value).__name__}: {type(exc).__name__}") from None
+        return value
+
+    def _argument(self, raw: dict[str, object]) -> object:
+        """json.loads' object_hook: a reference becomes the value it names."""
+        if len(raw) == 1 and protocol.REF in raw:
+            try:
+                return self._handle(raw[protocol.REF])
+            except Unresolved as exc:
+                self.unresolved = self.unresolved or str(exc)
+        return raw
+
+    def read_call(self, line: bytes) -> object:
+        self.unresolved = ""
+        try:
+            call = json.loads(line, object_hook=self._argument)
+        except (ValueError, RecursionError):
+            raise protocol.ProtocolError("a call that is not JSON") from None
+        if self.unresolved:
+            raise Unresolved(self.unresolved)
+        return call
+
+    def _target(self, target: object) -> Callable[..., Any]:
+        if type(target) is dict and len(target) == 1:
+            (kind, value), = target.items()
+            if kind == "m" and type(value) is str:
+                found = self._named(value)
+            elif kind == "h":
+                found = self._handle(value)
+            elif kind == "op" and value in _OPERATORS:
+                found = _OPERATORS[value]  # type: ignore[index]
+            else:
+                raise Unresolved(f"an unknown target {kind!r}")
+            if not callable(found):
+                raise Unresolved(f"{value} is a {type(found).__name__}, not callable")
+            return found  # type: ignore[return-value]
+        raise Unresolved("a malformed target")
+
+    def answer(self, scope: int, line: bytes) -> str:
+        kept = self.scopes.setdefault(scope, [])
+        try:
+            call = self.read_call(line)
+            if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
+                raise Unresolved("a malformed call")
+            function = self._target(call[0])  # type: ignore[index]
+            args, kwargs = call[1], call[2]  # type: ignore[index]
+        except Unresolved as exc:
+            return json.dumps(["u", str(exc)[:500]])
+        try:
+            result = function(*args, **kwargs)
+            text = data.encode(result)
+        except data.NotData as exc:
+            kept.append(result)
+            return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
+        except Exception as exc:  # noqa: BLE001 - the product failed on this call: its answer
+            return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
+        kept.append(result)
+        return '["v",%d,%s,%s]' % (len(kept) - 1, json.dumps(type(result).__name__), text)
+
+    def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
+        # Bound once, before any product code runs: rebinding these names later changes nothing here.
+        read_frame, write, flush = protocol.read_frame, channel_out.write, channel_out.flush
+        while True:
+            got = read_frame(channel_in)
+            if got is None:
+                return 0
+            kind, payload = got
+            if kind == protocol.DROP:
+                self.scopes.pop(int(payload), None)
+                continue
+            if kind != protocol.CALLS:
+                raise protocol.ProtocolError(f"unknown request kind {kind!r}")
+            head, *lines = payload.split(b"\n")
+            scope = int(head)
+            answers = ",".join(self.answer(scope, line) for line in lines)
+            write(protocol.frame(protocol.ANSWERS, f"[{answers}]".encode()))
+            flush()
+
+
+def _import(name: str) -> object:
+    """`pkg.module.attr.attr`: the longest prefix that imports as a module, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            value: object = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name) and module_name != exc.name:
+                continue  # a parent of the prefix is missing: try a shorter one
+            if exc.name == module_name:
+                continue
+            raise Unresolved(f"importing {module_name} failed: {data.message(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - the product's module raised on import
+            raise Unresolved(f"importing {module_name} raised {type(exc).__name__}: {data.message(exc)}") from None
+        for attribute in parts[cut:]:
+            try:
+                value = getattr(value, attribute)
+            except AttributeError:
+                raise Unresolved(f"{'.'.join(parts[:cut])} has no {'.'.join(parts[cut:])}") from None
+        return value
+    raise Unresolved(f"no product module named {parts[0]}")
+
+
+def _private_channel() -> tuple[BinaryIO, BinaryIO]:
+    """The protocol on fresh descriptors; fd 0 reads /dev/null and fd 1 writes to stderr from here on."""
+    channel_in, channel_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return os.fdopen(channel_in, "rb"), os.fdopen(channel_out, "wb")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="epoch_gate.runner.child")
+    parser.add_argument("--sandbox-names", default="", help="top-level names of the product, importable from the cwd")
+    parser.add_argument("--child-path", action="append", default=[], help="a folder after the standard library")
+    parser.add_argument("--parent", type=int, default=0, help="the runner's pid: the child dies with it")
+    return parser
+
+
+def _die_with(parent: int) -> None:
+    """The child runs in its own session (so the runner can kill its whole group), which also puts it out
+    of reach of whoever ends the runner: a replay timed out outside a jail would leave a looping product
+    running forever. Linux's parent-death signal ends it with the runner."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the jail's --die-with-parent and the runner's kill remain
+        return
+    if parent and os.getppid() != parent:  # the runner was gone before the signal was armed
+        os._exit(1)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    _die_with(args.parent)
+    channel_in, channel_out = _private_channel()
+    sys.meta_path.append(SandboxFinder((n for n in args.sandbox_names.split(",") if n), Path.cwd()))
+    sys.path.extend(args.child_path)
+    return Server().serve(channel_in, channel_out)

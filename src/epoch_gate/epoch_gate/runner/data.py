@@ -1,0 +1,126 @@
+"""Inside the replay's child: a product value as data, and a product exception as text.
+
+`encode` is `json.dumps` with a `default` for the product's objects. The C encoder writes the value of
+an `int`, `float` or `str` subclass as the built-in type would (it never calls the subclass's methods),
+so an amount whose `==` always holds crosses as the number it is. Objects cross as JSON objects of their
+public fields and properties (dataclasses, attrs classes, plain classes), an Enum as its value, a
+Decimal or Fraction as its exact text. Anything else (a function, a generator, a NaN) is not data: the
+parent then gets a handle it can pass back, but nothing to read. Whatever this module writes is only
+the product's word: the parent parses it as JSON and judges the values itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import json
+import traceback
+import types
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Optional
+
+MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
+MAX_TRACEBACK = 1500
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class NotData(Exception):
+    """A product value that cannot cross as data."""
+
+
+class _Raised(Exception):
+    """What a product's property raised while its object was read, carried through json.dumps."""
+
+    def __init__(self, raised: Exception) -> None:
+        super().__init__()
+        self.raised = raised
+
+
+def _properties(cls: type) -> list[str]:
+    return [name for name in dir(cls)
+            if not name.startswith("_") and isinstance(inspect.getattr_static(cls, name), property)]
+
+
+def _fields(value: object) -> Optional[tuple[str, ...]]:
+    """The public names an object crosses with, per class: its fields, then its properties."""
+    cls = type(value)
+    names = _FIELDS.get(cls)
+    if names is not None:
+        return names
+    if dataclasses.is_dataclass(cls):
+        own = [f.name for f in dataclasses.fields(cls)]
+    elif hasattr(cls, "__attrs_attrs__"):
+        own = [a.name for a in cls.__attrs_attrs__]  # type: ignore[attr-defined]
+    elif isinstance(getattr(value, "__dict__", None), dict):
+        own = [name for name in vars(value) if not name.startswith("_")]
+        return tuple(own + [p for p in _properties(cls) if p not in own])  # per instance: not cached
+    else:
+        return None
+    names = _FIELDS[cls] = tuple(own + [p for p in _properties(cls) if p not in own])
+    return names
+
+
+def to_data(value: Any) -> object:
+    """json.dumps' `default`: called only for what is not already JSON."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (Decimal, Fraction)):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        try:
+            return sorted(value)
+        except TypeError:
+            raise NotData(f"a {type(value).__name__} of unorderable items") from None
+    names = None if callable(value) or isinstance(value, types.ModuleType) else _fields(value)
+    if names is None:
+        raise NotData(f"a {type(value).__name__}")
+    try:
+        return {name: getattr(value, name) for name in names}
+    except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
+        raise _Raised(exc) from None
+
+
+def encode(value: object) -> str:
+    """The value as JSON text. Raises NotData, or what the product's own properties raise."""
+    try:
+        return _checked(value)
+    except _Raised as wrapped:
+        raise wrapped.raised from None
+
+
+def _checked(value: object) -> str:
+    try:
+        text = json.dumps(value, default=to_data, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except ValueError as exc:  # NaN, Infinity, or a cycle
+        raise NotData(str(exc)) from None
+    except RecursionError:
+        raise NotData("nested too deeply") from None
+    except TypeError as exc:  # a dict key that is not a string, number, bool or None
+        raise NotData(str(exc)) from None
+    if len(text) > MAX_DATA:
+        raise NotData(f"{len(text)} characters of data, over {MAX_DATA}")
+    return text
+
+
+def type_names(exc: BaseException) -> list[str]:
+    """The exception's class and its bases by name, most derived first (up to BaseException)."""
+    return [cls.__name__ for cls in type(exc).__mro__ if cls is not object]
+
+
+def message(exc: BaseException) -> str:
+    try:
+        return str(exc)[:500]
+    except Exception:  # noqa: BLE001 - a product's __str__ that raises still leaves its class name
+        return "(its message could not be read)"
+
+
+def product_traceback(exc: BaseException, runner_root: str) -> str:
+    """The traceback's frames outside the runner (the product's own), innermost last, bounded."""
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(runner_root)]
+        text = "".join(traceback.format_list(frames))
+    except Exception:  # noqa: BLE001 - a traceback that cannot be formatted is left out, not fatal
+        return ""
+    return text[-MAX_TRACEBACK:]

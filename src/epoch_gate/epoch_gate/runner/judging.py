@@ -1,0 +1,371 @@
+"""The judges' side of the boundary: what a property's predicate holds when it drives the product.
+
+A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
+code. `product` names the product's callables: `product.orders.totals.totals_from_record(record)` asks
+the child to call `orders.totals.totals_from_record` on the record and answers with data. An answer that
+is a JSON object or list comes back as a `Remote`: its fields read as the parent's own plain values
+(`t.subtotal.minor` is an `int` parsed here), its methods and operators are further calls
+(`a.allocate([1, 2])`, `a + b`), and it can be passed back as an argument. A `Remote` itself is never
+compared, hashed, iterated, converted or truth-tested: each of those raises `HandleMisused`, so no
+method of the product's ever decides anything (compare its fields, or `plain(value)`).
+
+The product's failures are the record's: an exception it raises surfaces in the predicate as
+`ProductRaised` (test an expected refusal with `refused`), and an uncaught one, or an answer that is not
+the data the predicate reads, makes the record fail. The predicate's own errors are the oracle's
+(`predicate-error`).
+
+Calls are batched across records without threads: a predicate runs until its first call the child has
+not answered yet (`_NeedAnswer`), the batch's calls go to the child together, and each predicate is run
+again from the start with its earlier answers replayed, until it returns. A predicate is therefore run
+once more than it makes calls, and must be deterministic given its record and its answers (a call that
+differs on a rerun is a `predicate-error`).
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+from epoch_gate.runner.protocol import REF
+
+MAX_DETAIL = 2000
+
+
+class ProductFailure(Exception):
+    """The product failed on the record: the record violates the property."""
+
+
+class ProductRaised(ProductFailure):
+    """A product call raised. `types`: its exception's class names, most derived first."""
+
+    def __init__(self, types: tuple[str, ...], message: str, product_traceback: str) -> None:
+        super().__init__(f"{types[0] if types else 'an exception'}: {message}")
+        self.types, self.message, self.product_traceback = types, message, product_traceback
+
+    def describe(self) -> str:
+        return f"the product raised {self}\n{self.product_traceback}".rstrip()
+
+
+class NotData(ProductFailure):
+    """The product's answer is not the data the predicate reads: not data at all, or without that field."""
+
+    def describe(self) -> str:
+        return f"the product's answer {self}"
+
+
+class OracleError(Exception):
+    """The predicate's own mistake: an argument that is not data, a call that names nothing, a rerun
+    that calls something else."""
+
+
+class HandleMisused(OracleError):
+    """A product value was compared, hashed, iterated, converted or truth-tested as if it were data."""
+
+
+class _NeedAnswer(BaseException):
+    """The predicate made a call the child has not answered yet. A BaseException, so `except Exception`
+    in a predicate does not swallow it (a bare `except:` that does is noticed: `Session.pending`)."""
+
+
+def _misuse(what: str) -> Callable[..., Any]:
+    def refuse(self: Union[Remote, Name], *_: object) -> Any:
+        raise HandleMisused(f"{self!r} used {what}: a product value is never compared, hashed, iterated, "
+                            "converted or truth-tested; read its fields, or plain(value)")
+    return refuse
+
+
+def _operator(name: str, reflected: bool = False) -> Callable[..., Any]:
+    def apply(self: Remote, *other: object) -> Any:
+        args = (*other, self) if reflected else (self, *other)
+        return _call({"op": name}, args, {})
+    return apply
+
+
+class _Refusing:
+    """Every way Python could ask an object for a value or a decision, refused."""
+
+    __slots__ = ()
+    __eq__ = __ne__ = _misuse("in a comparison (==, !=)")
+    __lt__ = __le__ = __gt__ = __ge__ = _misuse("in an ordering (<, <=, >, >=)")
+    __hash__ = _misuse("as a hash key (a set, a dict key)")  # type: ignore[assignment]
+    __bool__ = _misuse("as a truth value (if, and, or, not)")
+    __iter__ = _misuse("as an iterable")
+    __len__ = _misuse("as a sized collection")
+    __contains__ = _misuse("with `in`")
+    __int__ = __index__ = _misuse("as an int")
+    __float__ = __complex__ = __round__ = _misuse("as a number")
+    __reversed__ = _misuse("as a sequence")
+
+
+class Remote(_Refusing):
+    """A value the product returned, or a part of it: data to read, a handle to pass back."""
+
+    __slots__ = ("_ref", "_type", "_data", "_why")
+
+    def __init__(self, ref: list[object], type_name: str, data: Optional[dict[str, object]], why: str = "") -> None:
+        self._ref, self._type, self._data, self._why = ref, type_name, data, why
+
+    def __repr__(self) -> str:
+        return f"<product {self._type}>"
+
+    __str__ = __repr__
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        data = self._data
+        if data is not None and name in data:
+            return _wrap(self._ref, name, f"{self._type}.{name}", data[name])
+        return Method(self, name)
+
+    def __getitem__(self, key: str) -> Any:
+        if self._data is None or type(key) is not str or key not in self._data:
+            raise NotData(f"{self._type} has no item {key!r}" + (f" ({self._why})" if self._why else ""))
+        return _wrap(self._ref, key, f"{self._type}[{key!r}]", self._data[key])
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        return _call({"h": self._ref}, args, kwargs)
+
+    __add__, __radd__ = _operator("add"), _operator("add", reflected=True)
+    __sub__, __rsub__ = _operator("sub"), _operator("sub", reflected=True)
+    __mul__, __rmul__ = _operator("mul"), _operator("mul", reflected=True)
+    __truediv__, __rtruediv__ = _operator("truediv"), _operator("truediv", reflected=True)
+    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", reflected=True)
+    __mod__, __rmod__ = _operator("mod"), _operator("mod", reflected=True)
+    __pow__, __rpow__ = _operator("pow"), _operator("pow", reflected=True)
+    __neg__, __pos__, __abs__ = _operator("neg"), _operator("pos"), _operator("abs")
+
+
+class Method(_Refusing):
+    """`value.name` where the value's data has no field `name`: a method of the product's to call."""
+
+    __slots__ = ("_of", "_name")
+
+    def __init__(self, of: Remote, name: str) -> None:
+        self._of, self._name = of, name
+
+    def __repr__(self) -> str:
+        return f"<product {self._of._type}.{self._name}>"
+
+    __str__ = __repr__
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        ref = self._of._ref
+        return _call({"h": [ref[0], ref[1], [*ref[2], self._name]]}, args, kwargs)  # type: ignore[misc]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise self._missing()
+
+    def _missing(self) -> NotData:
+        why = f" ({self._of._why})" if self._of._why else ""
+        return NotData(f"{self._of._type} has no field {self._name}{why}")
+
+
+def _field_missing(self: Method, *_: object) -> Any:
+    raise self._missing()
+
+
+# A field the product left out, used as a value, is the product's failure, not a misuse of the oracle's.
+for _dunder in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__iter__",
+                "__len__", "__contains__", "__int__", "__index__", "__float__", "__complex__", "__round__",
+                "__reversed__", "__add__", "__radd__", "__sub__", "__rsub__", "__neg__", "__mul__", "__rmul__"):
+    setattr(Method, _dunder, _field_missing)
+
+
+class Name(_Refusing):
+    """`product.pkg.module.function`: a name the child imports, called like the function."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"<product {self._name}>"
+
+    __str__ = __repr__
+
+    def __getattr__(self, name: str) -> Name:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Name(f"{self._name}.{name}")
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        return _call({"m": self._name}, args, kwargs)
+
+
+class Product:
+    """The `product` a predicate is given: `product.<top-level name>...` names a product callable."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Name:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Name(name)
+
+    def __repr__(self) -> str:
+        return "<product>"
+
+
+PRODUCT = Product()
+
+
+def _wrap(ref: list[object], step: Union[str, int], type_name: str, value: object) -> Any:
+    """A part of an answer: a plain scalar as it is, an object as a Remote, a list as a tuple of parts."""
+    kind = type(value)
+    if kind is dict:
+        return Remote([ref[0], ref[1], [*ref[2], step]], type_name, value)  # type: ignore[misc, arg-type]
+    if kind is list:
+        inner = [ref[0], ref[1], [*ref[2], step]]  # type: ignore[misc]
+        return tuple(_wrap(inner, index, f"{type_name}[{index}]", item) for index, item in enumerate(value))
+    return value
+
+
+def plain(value: Any) -> Any:
+    """A product value's data as the parent's own plain values, to compare whole."""
+    if isinstance(value, Remote):
+        if value._data is None:
+            raise NotData(f"{value._type} is not data ({value._why})")
+        return json.loads(json.dumps(value._data))
+    if isinstance(value, Method):
+        raise value._missing()
+    if isinstance(value, tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def refused(call: Callable[[], object], *names: str) -> bool:
+    """True when the product call raises an exception of one of the classes `names` (by name, bases
+    included; any exception when none is named). Returning, or raising another one, is False."""
+    try:
+        call()
+    except ProductRaised as exc:
+        return not names or any(name in exc.types for name in names)
+    return False
+
+
+def _encode_ref(value: object) -> object:
+    if isinstance(value, Remote):
+        return {REF: value._ref}
+    if isinstance(value, Method):
+        raise value._missing()
+    if isinstance(value, Name):
+        raise OracleError(f"{value!r} passed as an argument: pass what it returns")
+    raise TypeError(f"a {type(value).__name__} is not data")
+
+
+def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
+    session = Session.current
+    if session is None:
+        raise OracleError("a product call outside a predicate's run")
+    try:
+        encoded = json.dumps([target, args, kwargs], default=_encode_ref, allow_nan=False,
+                             separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise OracleError(f"an argument of {target} is not data: {exc}") from None
+    return session.call(encoded)
+
+
+Answer = tuple[str, object]  # ("value", the decoded value) or ("raised" / "unresolved", its arguments)
+
+
+def decode(scope: int, answer: list[object]) -> Answer:
+    """One answer (its shape already checked by protocol.parse_answers) as the predicate will get it."""
+    kind = answer[0]
+    if kind == "v":
+        _, handle, type_name, data = answer
+        return "value", _top([scope, handle, []], str(type_name), data)
+    if kind == "o":
+        _, handle, type_name, why = answer
+        return "value", Remote([scope, handle, []], str(type_name), None, str(why))
+    if kind == "x":
+        return "raised", (tuple(answer[1]), answer[2], answer[3])  # type: ignore[arg-type]
+    return "unresolved", answer[1]
+
+
+def _top(ref: list[object], type_name: str, data: object) -> Any:
+    if type(data) is dict:
+        return Remote(ref, type_name, data)  # type: ignore[arg-type]
+    if type(data) is list:
+        return tuple(_wrap(ref, index, f"{type_name}[{index}]", item) for index, item in enumerate(data))
+    return data
+
+
+class Session:
+    """One record's run of a predicate: its calls so far with their answers, replayed in order."""
+
+    current: Optional[Session] = None
+    __slots__ = ("log", "position", "pending")
+
+    def __init__(self) -> None:
+        self.log: list[tuple[bytes, Answer]] = []
+        self.position = 0
+        self.pending: Optional[bytes] = None
+
+    def call(self, encoded: bytes) -> Any:
+        if self.position == len(self.log):
+            self.pending = encoded
+            raise _NeedAnswer
+        sent, (kind, value) = self.log[self.position]
+        self.position += 1
+        if sent != encoded:
+            raise OracleError("the predicate is not deterministic: on a rerun with the same answers it made "
+                              f"another call ({encoded[:120]!r}, not {sent[:120]!r})")
+        if kind == "value":
+            return value
+        if kind == "raised":
+            raise ProductRaised(*value)  # type: ignore[misc]
+        raise OracleError(f"the call {sent[:200]!r} does not resolve in the product: {value}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One record's verdict: held, violated (with why), or the oracle's error (its code and why)."""
+
+    held: bool
+    detail: str = ""
+    error: str = ""  # a reasons.Code value: the property cannot be judged
+
+
+HELD = Verdict(True)
+PREDICATE_ERROR, HANDLE_MISUSED = "predicate-error", "handle-misused"
+
+
+def _own_frame(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+
+
+def run(predicate: Callable[[object, Product], object], raw: bytes, session: Session) -> Optional[Verdict]:
+    """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`)."""
+    session.position, session.pending = 0, None
+    Session.current = session
+    try:
+        verdict = predicate(json.loads(raw), PRODUCT)  # parsed afresh: a predicate may mutate its record
+    except _NeedAnswer:
+        return None
+    except ProductFailure as exc:
+        return None if session.pending is not None else Verdict(False, exc.describe()[:MAX_DETAIL])  # type: ignore[attr-defined]
+    except HandleMisused as exc:
+        return None if session.pending is not None else Verdict(False, str(exc)[:MAX_DETAIL], HANDLE_MISUSED)
+    except OracleError as exc:
+        return None if session.pending is not None else Verdict(False, str(exc)[:MAX_DETAIL], PREDICATE_ERROR)
+    except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
+        if session.pending is not None:
+            return None
+        return Verdict(False, f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}"[:MAX_DETAIL],
+                       PREDICATE_ERROR)
+    finally:
+        Session.current = None
+    if session.pending is not None:  # it swallowed _NeedAnswer (a bare except): its answer is still owed
+        return None
+    if verdict is True:
+        return HELD
+    if verdict is False:
+        return Verdict(False, "predicate returned False")
+    return Verdict(False, f"the predicate returned a {type(verdict).__name__}, not a bool", PREDICATE_ERROR)

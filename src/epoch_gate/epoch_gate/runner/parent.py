@@ -1,0 +1,343 @@
+"""The replay runner's parent: judges each sampled property over every record of its bound, with the
+product's code in a child process it never shares (`epoch_gate.runner.child`).
+
+The parent reads the world and imports the predicates (oracle code, from the sandbox under the oracle's
+names only) before it starts the child; then the sandbox leaves its import path (`close_imports`). Each
+predicate runs here, on records the parent parsed from its own copy of the bytes, and drives the product
+through the child, whose answers are only ever JSON the parent parses itself
+(`epoch_gate.runner.judging`). The parent writes the witnesses, the observations and replay.json from
+its own copies, and nothing until the child's whole process group is dead (`Channel.close`).
+
+A violated record is judged again once on the same bytes, after its property's scan: violated twice is
+a `fail`, holding the second time a `flake`. Every record of a bound is judged (a flake never hides a
+later failure, and the count is evidence the gate checks against the world) unless the predicate itself
+fails: the property is then an `error`. Stdlib only, so it runs in a bare sandboxed interpreter.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import importlib
+import inspect
+import shutil
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Union
+
+from epoch_gate.atomic import replace_file
+from epoch_gate.catalog import Property
+from epoch_gate.hashing import canonical_json
+from epoch_gate.manifest import Manifest
+from epoch_gate.observations import Observation, make_observation, write_observation
+from epoch_gate.reasons import Code, EvidenceError
+from epoch_gate.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
+from epoch_gate.runner import judging
+from epoch_gate.runner.channel import Channel, ChildFailed
+from epoch_gate.runner.finder import SandboxFinder
+from epoch_gate.world import LoadedWorld, load_world, record_batches
+
+Predicate = Callable[[object, judging.Product], object]
+Batch = list[tuple[int, bytes]]  # (line number, exact record bytes)
+IN_FLIGHT = 2  # batches sent and not yet answered: the child always has the next one to work on
+
+
+@dataclass(frozen=True)
+class Child:
+    """Where the child runs and what it may import: the sandbox (its cwd) under the product's
+    `sandbox_names`, after the standard library, then `child_path` folders (third-party code). The
+    parent's predicates import from the sandbox under `oracle_names` only."""
+
+    sandbox: Path
+    sandbox_names: tuple[str, ...] = ()
+    child_path: tuple[str, ...] = ()
+    oracle_names: tuple[str, ...] = ()
+    batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
+
+
+class _BatchRun:
+    """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
+    again, until every record has its verdict."""
+
+    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int) -> None:
+        self.predicate, self.batch, self.first, self.scope = predicate, batch, first, scope
+        self.sessions = [judging.Session() for _ in batch]
+        self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
+        self.waiting: list[int] = list(range(len(batch)))
+
+    def step(self) -> list[bytes]:
+        """Runs every record still waiting; returns the calls they now wait on, in order."""
+        waiting, calls = [], []
+        run, predicate, batch, sessions = judging.run, self.predicate, self.batch, self.sessions
+        for index in self.waiting:
+            session = sessions[index]
+            verdict = run(predicate, batch[index][1], session)
+            if verdict is None:
+                waiting.append(index)
+                calls.append(session.pending)
+            else:
+                self.verdicts[index] = verdict
+        self.waiting = waiting
+        return calls  # type: ignore[return-value]
+
+    def answer(self, answers: list[list[object]]) -> None:
+        for index, raw in zip(self.waiting, answers):
+            session = self.sessions[index]
+            session.log.append((session.pending, judging.decode(self.scope, raw)))  # type: ignore[arg-type]
+
+
+class _Scopes:
+    def __init__(self) -> None:
+        self.next = 0
+
+    def take(self) -> int:
+        self.next += 1
+        return self.next
+
+
+def _judge_batches(channel: Channel, predicate: Predicate, batches: Iterable[Batch],
+                   scopes: _Scopes) -> Iterator[_BatchRun]:
+    """Each batch's run once every record has its verdict, in no particular order. Up to IN_FLIGHT
+    batches of calls are with the child at a time; answers come back in the order the batches went."""
+    pending: collections.deque[_BatchRun] = collections.deque()
+    first = 0
+    source = iter(batches)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < IN_FLIGHT:
+                batch = next(source, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                run = _BatchRun(predicate, batch, first, scopes.take())
+                first += len(batch)
+                calls = run.step()
+                if calls:
+                    channel.send(run.scope, calls)
+                    pending.append(run)
+                else:
+                    yield run
+            if not pending:
+                return
+            run = pending.popleft()
+            run.answer(channel.receive(len(run.waiting)))
+            calls = run.step()
+            if calls:
+                channel.send(run.scope, calls)
+                pending.append(run)
+            else:
+                channel.drop(run.scope)
+                yield run
+    finally:
+        # Stopped early (the predicate failed): the answers still owed are read, so that the channel
+        # stays in step for the next property.
+        while pending and channel.healthy():
+            run = pending.popleft()
+            channel.receive(len(run.waiting))
+            channel.drop(run.scope)
+
+
+@dataclass(frozen=True)
+class _Violation:
+    index: int  # among the bound's records, from 1
+    line: int
+    witness: bytes
+    detail: str
+
+
+class _OracleFailed(Exception):
+    def __init__(self, verdict: judging.Verdict, index: int) -> None:
+        super().__init__(verdict.detail)
+        self.code, self.detail = Code(verdict.error), f"record {index}: {verdict.detail}"
+
+
+def _violations(runs: Iterator[_BatchRun]) -> Iterator[_Violation]:
+    for run in runs:
+        for offset, ((line, witness), verdict) in enumerate(zip(run.batch, run.verdicts), 1):
+            assert verdict is not None
+            if verdict.error:
+                raise _OracleFailed(verdict, run.first + offset)
+            if not verdict.held:
+                yield _Violation(run.first + offset, line, witness, verdict.detail)
+
+
+def _scan(channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, size: int,
+          scopes: _Scopes) -> tuple[int, list[_Violation], list[bool]]:
+    """(records judged, the violations in record order, whether each held when judged again)."""
+    counted: list[int] = []
+
+    def counting() -> Iterator[Batch]:
+        for batch in record_batches(world, prop.bound, size):
+            counted.append(len(batch))
+            yield batch
+
+    runs = _judge_batches(channel, predicate, counting(), scopes)
+    with contextlib.closing(runs):
+        violations = sorted(_violations(runs), key=lambda v: v.index)
+    if not violations:
+        return sum(counted), [], []
+    again: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
+    held: dict[int, bool] = {}
+    reruns = _judge_batches(channel, predicate, (again[i:i + size] for i in range(0, len(again), size)), scopes)
+    with contextlib.closing(reruns):
+        for run in reruns:
+            for offset, verdict in enumerate(run.verdicts):
+                assert verdict is not None
+                if verdict.error:
+                    raise _OracleFailed(verdict, violations[run.first + offset].index)
+                held[run.first + offset] = verdict.held
+    return sum(counted), violations, [held[i] for i in range(len(violations))]
+
+
+def _error(prop: Property, code: Code, detail: str, count: int = 0) -> PropertyOutcome:
+    return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
+
+
+def _load_predicate(prop: Property) -> Union[Predicate, PropertyOutcome]:
+    """The property's predicate, imported here under the oracle's names only, or why it cannot judge."""
+    module, _, function = prop.predicate.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as exc:
+        return _error(prop, Code.PREDICATE_ERROR, (
+            f"cannot load predicate {prop.predicate}: it imports {exc.name}, which is not the oracle's. A "
+            "predicate runs outside the product: take `product` as its second parameter and call the product "
+            "through it (`product.pkg.module.function(...)`, docs/adopting.md) instead of importing it"))
+    except Exception as exc:  # noqa: BLE001 - a predicate that cannot load is that property's error
+        return _error(prop, Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
+    try:
+        parameters = len(inspect.signature(found).parameters)
+    except (TypeError, ValueError):
+        parameters = -1
+    if parameters != 2:
+        return _error(prop, Code.PREDICATE_ERROR, (
+            f"predicate {prop.predicate} takes {parameters if parameters >= 0 else 'no readable'} parameters, "
+            "not (record, product): a predicate runs outside the product and calls it through `product` "
+            "(docs/adopting.md)"))
+    return found  # type: ignore[no-any-return]
+
+
+Observed = list[tuple[Observation, bytes]]  # (observation, witness): written only once the child is dead
+
+
+def replay_property(channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, suite: str,
+                    epoch_id: str, max_witnesses: int, batch: int,
+                    scopes: _Scopes) -> tuple[PropertyOutcome, Observed]:
+    try:
+        channel.check()
+        count, violations, reruns = _scan(channel, prop, predicate, world, batch, scopes)
+    except ChildFailed as failed:
+        return _error(prop, failed.code, failed.detail), []
+    except _OracleFailed as failed:
+        return _error(prop, failed.code, failed.detail), []
+    except EvidenceError as failed:
+        return _error(prop, failed.reason.code, failed.reason.message), []
+    if count == 0:
+        return _error(prop, Code.BOUND_MISSING, f"bound {prop.bound} has no records"), []
+    failures = first_failure = 0
+    observed: Observed = []
+    try:
+        for violation, rerun_held in zip(violations, reruns):
+            if not rerun_held:
+                failures += 1
+                first_failure = first_failure or violation.index
+                if failures > max_witnesses:
+                    continue  # counted; the saved witnesses already show that it fails
+            observation = make_observation(
+                suite=suite, epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
+                rerun_passed=rerun_held, witness=violation.witness, bound=prop.bound, line=violation.line,
+                detail=violation.detail)
+            observed.append((observation, violation.witness))
+    except EvidenceError as failed:
+        return _error(prop, failed.reason.code, failed.reason.message, count), []
+    outcome = "fail" if failures else "flake" if observed else "pass"
+    first = next((o for o, _ in observed if o.status == "fail"), observed[0][0] if observed else None)
+    summary_detail = first.detail.splitlines()[0][:500] if first and first.detail else ""
+    return (PropertyOutcome(prop.name, prop.bound, count, outcome, tuple(o.id for o, _ in observed),
+                            summary_detail, failures=failures, first_failure=first_failure),
+            observed)
+
+
+def _write_observations(prop: Property, outcome: PropertyOutcome, observed: Observed, out: Path) -> PropertyOutcome:
+    try:
+        for observation, witness in observed:
+            write_observation(out / OBSERVATIONS, observation, witness)
+    except EvidenceError as failed:
+        return _error(prop, failed.reason.code, failed.reason.message, outcome.records)
+    return outcome
+
+
+def _inside(entry: object, root: Path) -> bool:
+    """Whether an import path entry is in `root` ('' and other relative entries: from the cwd)."""
+    return isinstance(entry, str) and Path(entry).resolve().is_relative_to(root)
+
+
+def close_imports(sandbox: Path) -> None:
+    """Called once the runner and the predicates are imported, before the child starts: the child shares
+    the sandbox and may write to it, and the runner's own folder (sys.path[0] in the jail), cwd-relative
+    entries and the packages imported from it (epoch_gate, the oracle's) are all in it. Any later import
+    of the parent (a lazy one of the standard library, say) can then only come from the standard library,
+    never from a module the product planted."""
+    root = sandbox.resolve()
+    sys.path[:] = [entry for entry in sys.path if not _inside(entry, root)]
+    for entry in [entry for entry in sys.path_importer_cache if _inside(entry, root)]:
+        del sys.path_importer_cache[entry]
+    for module in list(sys.modules.values()):
+        # vars(), not getattr: a module's __getattr__ could import (or run) anything
+        folders = vars(module).get("__path__") if isinstance(module, types.ModuleType) else None
+        if any(_inside(folder, root) for folder in folders or ()):
+            module.__path__ = []  # no new submodule from the sandbox either
+
+
+@contextlib.contextmanager
+def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
+    finder = SandboxFinder(names, sandbox)
+    sys.meta_path.append(finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str, child: Child,
+        max_witnesses: int = 1) -> ReplayResult:
+    # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
+    # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
+    loaded = load_world(world)
+    digest = loaded.sha256()
+    with oracle_imports(child.sandbox, child.oracle_names):
+        predicates = [_load_predicate(prop) for prop in manifest.properties]
+    close_imports(child.sandbox)
+    product_names = set(child.sandbox_names) - set(child.oracle_names)
+    channel = Channel(child.sandbox, product_names, child.child_path)
+    scopes = _Scopes()
+    try:
+        results = [(predicate, []) if isinstance(predicate, PropertyOutcome) else
+                   replay_property(channel, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch,
+                                   scopes)
+                   for prop, predicate in zip(manifest.properties, predicates)]
+    except BaseException:
+        channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
+        channel.close()
+        raise
+    # The child's whole process group is dead from here on (Channel.close): nothing it forked can rewrite
+    # what is written next.
+    ended = channel.close()
+    # Whatever the child planted in the output folder before that is not evidence: start from nothing.
+    if out.is_symlink() or out.is_file():
+        out.unlink()
+    elif out.exists():
+        shutil.rmtree(out)
+    (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
+    outcomes = [_write_observations(prop, outcome, observed, out)
+                for prop, (outcome, observed) in zip(manifest.properties, results)]
+    if ended is not None:  # the channel carried more than the child's answers: none of them is evidence
+        outcomes = [o if o.outcome == "error" else dataclasses.replace(
+            o, outcome="error", detail=ended.detail, error_code=ended.code.value) for o in outcomes]
+    result = ReplayResult(suite, epoch_id, manifest.manifest_sha256, digest, tuple(outcomes))
+    replace_file(out / SUMMARY, canonical_json(result.to_json()) + b"\n")
+    return result

@@ -1,0 +1,105 @@
+"""The replay's protocol between the trusted parent (the judges) and the child that runs product code.
+
+The child is a server of product callables: it answers calls, and only with data. Frames, both ways: a
+kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
+  parent -> child  C  scope, then each call: lines of JSON (JSON text never holds a raw newline)
+                   D  scope                   the scope's handles can go
+  child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
+A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
+{"h": [scope, handle, path]} (reached from an earlier answer) or {"op": "add"} (an operator over args).
+An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope, handle, path]}.
+An answer is one of
+  ["v", handle, type, data]   the product returned; `data` is its value as data (epoch_gate.runner.data)
+  ["o", handle, type, why]    the product returned something that is not data (a handle only)
+  ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
+                              message and its own frames of the traceback
+  ["u", why]                  the target or an argument does not resolve: the oracle's mistake
+The parent closes the child's stdin when done; the child then exits 0, with nothing more on the channel.
+Stdlib only: the child imports it before anything of the product.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import BinaryIO, Optional
+
+CALLS, DROP, ANSWERS = b"C", b"D", b"A"
+REF = "\u0000ref"
+OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs")
+_HEADER = struct.Struct(">cI")
+MAX_PAYLOAD = 1 << 30
+
+
+class ProtocolError(Exception):
+    """The channel broke the protocol: truncated, oversized, of an unknown kind, or malformed."""
+
+
+def frame(kind: bytes, payload: bytes) -> bytes:
+    return _HEADER.pack(kind, len(payload)) + payload
+
+
+def read_frame(stream: BinaryIO) -> Optional[tuple[bytes, bytes]]:
+    """The next (kind, payload), or None at a clean end of stream (EOF on a frame boundary)."""
+    header = stream.read(_HEADER.size)
+    if not header:
+        return None
+    if len(header) != _HEADER.size:
+        raise ProtocolError(f"truncated frame header ({len(header)} bytes)")
+    kind, size = _HEADER.unpack(header)
+    if size > MAX_PAYLOAD:
+        raise ProtocolError(f"frame of {size} bytes is over the cap")
+    payload = stream.read(size)
+    if len(payload) != size:
+        raise ProtocolError(f"truncated frame ({len(payload)} of {size} bytes)")
+    return kind, payload
+
+
+def calls(scope: int, encoded: list[bytes]) -> bytes:
+    """A batch of calls, each already encoded as JSON by the parent."""
+    return frame(CALLS, b"%d\n%s" % (scope, b"\n".join(encoded)))
+
+
+def drop(scope: int) -> bytes:
+    return frame(DROP, b"%d" % scope)
+
+
+def _refuse_constant(token: str) -> object:
+    raise ValueError(f"{token} is not JSON")
+
+
+def loads(payload: bytes) -> object:
+    """JSON as the parent reads what the child says: no NaN or Infinity, plain values only."""
+    try:
+        return json.loads(payload, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"a payload that is not JSON ({type(exc).__name__})") from None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def parse_answers(payload: bytes, count: int) -> list[list[object]]:
+    """The child's answers to a batch of `count` calls, each checked for its shape, nothing more."""
+    answers = loads(payload)
+    if type(answers) is not list:
+        raise ProtocolError("answers that are not a list")
+    if len(answers) != count:
+        raise ProtocolError(f"{len(answers)} answers to {count} calls")
+    for answer in answers:
+        if type(answer) is not list or not answer or answer[0] not in ("v", "o", "x", "u"):
+            raise ProtocolError("an answer of an unknown kind")
+        kind, rest = answer[0], answer[1:]
+        if kind == "v":
+            ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+        elif kind == "o":
+            ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
+        elif kind == "x":
+            ok = (len(rest) == 3 and type(rest[0]) is list and all(type(t) is str for t in rest[0])
+                  and type(rest[1]) is str and type(rest[2]) is str)
+        else:
+            ok = len(rest) == 1 and type(rest[0]) is str
+        if not ok:
+            raise ProtocolError(f"a malformed {kind!r} answer")
+    return answers  # type: ignore[return-value]
