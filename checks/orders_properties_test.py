@@ -12,8 +12,10 @@ from typing import Any, Callable
 
 import pytest
 
+import epoch_gate
 from checks import orders_properties as props
-from orders import money, payments, retries, totals
+from epoch_gate.local_product import holds, verdict
+from orders import currency, money, payments, retries, totals
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "fixtures" / "generate_orders.py"
@@ -88,10 +90,10 @@ def test_property_holds_on_every_record(entry: dict[str, str], records: dict[str
     predicate = getattr(props, entry["name"])
     failing = []
     for record in records[entry["bound"]]:
-        verdict = predicate(json.loads(json.dumps(record)))  # a fresh copy, as the replay parses afresh
-        assert type(verdict) is bool, f"{entry['name']} returned {type(verdict).__name__} on {record['id']}"
-        if not verdict:
-            failing.append(record["id"])
+        found = verdict(predicate, record)  # served and answered as the replay's child does
+        assert not found.error, f"{entry['name']} on {record['id']}: [{found.error}] {found.detail}"
+        if not found.held:
+            failing.append((record["id"], found.detail))
     assert not failing, f"{entry['name']} fails on {failing[:5]}"
 
 
@@ -166,18 +168,18 @@ def test_order_predicates_catch_an_uncapped_discount(monkeypatch: pytest.MonkeyP
                                                      records: dict[str, list[Record]]) -> None:
     record = _first(records, "orders", lambda r: r["case"] == "fixed_discount_exceeds_subtotal")
     monkeypatch.setattr(totals, "_discount", lambda amount, bp, fixed: totals._percent_of(amount, bp) + fixed)
-    assert props.order_total_non_negative(record) is False
-    assert props.discount_never_exceeds_subtotal(record) is False
-    assert props.full_discount_zeroes_total(record) is False
+    assert holds(props.order_total_non_negative, record) is False
+    assert holds(props.discount_never_exceeds_subtotal, record) is False
+    assert holds(props.full_discount_zeroes_total, record) is False
 
 
 def test_tax_predicate_catches_half_up_rounding(monkeypatch: pytest.MonkeyPatch,
                                                 records: dict[str, list[Record]]) -> None:
     record = _first(records, "orders", lambda r: r["case"] == "tax_half_even_tie"
                     and (r["lines"][0]["unit_price_minor"] * r["tax_bp"] // 10_000) % 2 == 0)  # half-up differs
-    assert props.tax_is_half_even_rounded(record) is True
+    assert holds(props.tax_is_half_even_rounded, record) is True
     monkeypatch.setattr(totals, "round_half_even", _half_up)
-    assert props.tax_is_half_even_rounded(record) is False
+    assert holds(props.tax_is_half_even_rounded, record) is False
 
 
 def test_line_and_scale_predicates_catch_wrong_lines(monkeypatch: pytest.MonkeyPatch,
@@ -191,9 +193,9 @@ def test_line_and_scale_predicates_catch_wrong_lines(monkeypatch: pytest.MonkeyP
                              t.total)
 
     monkeypatch.setattr(totals, "compute_totals", drop_last_line)
-    assert props.line_sum_matches_subtotal(record) is False
-    monkeypatch.setattr(props.currency, "scale_of", lambda code: 2)
-    assert props.currency_scale_matches_catalog(record) is False
+    assert holds(props.line_sum_matches_subtotal, record) is False
+    monkeypatch.setattr(currency, "scale_of", lambda code: 2)
+    assert holds(props.currency_scale_matches_catalog, record) is False
 
 
 def test_payment_predicates_catch_missing_guards(monkeypatch: pytest.MonkeyPatch,
@@ -207,18 +209,18 @@ def test_payment_predicates_catch_missing_guards(monkeypatch: pytest.MonkeyPatch
         return payments.replace(p, captured=amount)
 
     monkeypatch.setattr(payments, "refund", loose_refund)
-    assert props.refund_le_captured(record) is False
-    assert props.refunds_never_negative(record) is False
-    assert props.refund_before_capture_refused(record) is False
+    assert holds(props.refund_le_captured, record) is False
+    assert holds(props.refunds_never_negative, record) is False
+    assert holds(props.refund_before_capture_refused, record) is False
     monkeypatch.setattr(payments, "capture", loose_capture)
-    assert props.capture_le_authorized(record) is False
+    assert holds(props.capture_le_authorized, record) is False
 
 
 def test_status_predicate_catches_a_wrong_status(monkeypatch: pytest.MonkeyPatch,
                                                  records: dict[str, list[Record]]) -> None:
     record = _first(records, "payments", lambda r: r["case"] == "partial_refunds")
     monkeypatch.setattr(payments.Payment, "status", property(lambda self: payments.Status.REFUNDED))
-    assert props.payment_status_consistent(record) is False
+    assert holds(props.payment_status_consistent, record) is False
 
 
 def test_retry_predicates_catch_broken_idempotency(monkeypatch: pytest.MonkeyPatch,
@@ -226,7 +228,7 @@ def test_retry_predicates_catch_broken_idempotency(monkeypatch: pytest.MonkeyPat
     record = _first(records, "retries", lambda r: r["attempts"] >= 2 and r["backoff"]["multiplier"] >= 2)
     real_key = retries.idempotency_key
     monkeypatch.setattr(retries, "idempotency_key", lambda m, o, a: real_key(m, o, money.Money(1, a.currency)))
-    assert props.idempotency_key_stable(record) is False
+    assert holds(props.idempotency_key_stable, record) is False
     monkeypatch.undo()
 
     def apply_every_time(self: retries.IdempotentProcessor, request: retries.ChargeRequest,
@@ -234,10 +236,10 @@ def test_retry_predicates_catch_broken_idempotency(monkeypatch: pytest.MonkeyPat
         return self._apply(request, key or retries.request_key(request))
 
     monkeypatch.setattr(retries.IdempotentProcessor, "submit", apply_every_time)
-    assert props.retry_applies_once(record) is False
+    assert holds(props.retry_applies_once, record) is False
     monkeypatch.setattr(retries, "backoff_schedule",
                         lambda p, n: tuple(p.base_ms * p.multiplier ** i for i in range(n - 1)))
-    assert props.backoff_monotonic_and_capped(_first(records, "retries", lambda r: r["case"] == "capped_early"))\
+    assert holds(props.backoff_monotonic_and_capped, _first(records, "retries", lambda r: r["case"] == "capped_early"))\
         is False
 
 
@@ -246,20 +248,20 @@ def test_money_predicates_catch_broken_arithmetic(monkeypatch: pytest.MonkeyPatc
     tie = _first(records, "money", lambda r: r["case"] == "half_even_tie" and r["a_minor"] > 0
                  and (r["a_minor"] * r["factor"]["num"] // r["factor"]["den"]) % 2 == 0)
     monkeypatch.setattr(money, "round_half_even", _half_up)
-    assert props.money_rounding_half_even(tie) is False
+    assert holds(props.money_rounding_half_even, tie) is False
     monkeypatch.undo()
 
     uneven = _first(records, "money", lambda r: any(r["a_minor"] * w % sum(r["weights"]) for w in r["weights"]))
     monkeypatch.setattr(money.Money, "allocate", lambda self, ws: [
         money.Money(self.minor * w // sum(ws), self.currency) for w in ws])
-    assert props.money_allocate_conserves_total(uneven) is False
+    assert holds(props.money_allocate_conserves_total, uneven) is False
 
     record = _first(records, "money", lambda r: r["b_minor"] != 0)
     monkeypatch.setattr(money.Money, "_same", lambda self, other: None)
-    assert props.money_refuses_mixed_currencies(record) is False
+    assert holds(props.money_refuses_mixed_currencies, record) is False
     monkeypatch.setattr(money.Money, "__add__", lambda self, other: money.Money(self.minor, self.currency))
-    assert props.money_add_commutative(record) is False
-    assert props.money_sub_inverts_add(record) is False
+    assert holds(props.money_add_commutative, record) is False
+    assert holds(props.money_sub_inverts_add, record) is False
 
 
 # --- the two reported product edits behave as reported ---------------------------------------------------
@@ -272,12 +274,13 @@ EDITS = {
 PROBE = """
 import json, sys
 from checks import orders_properties as props
+from epoch_gate.local_product import holds
 name, path = sys.argv[1], sys.argv[2]
 predicate = getattr(props, name)
 outcomes = []
 for line in open(path, encoding="utf-8"):
-    first = predicate(json.loads(line))
-    outcomes.append([first, first or predicate(json.loads(line))])  # the replay reruns a violation once
+    first = holds(predicate, json.loads(line))
+    outcomes.append([first, first or holds(predicate, json.loads(line))])  # the replay judges a violation again
 print(json.dumps(outcomes))
 """
 
@@ -296,7 +299,8 @@ def _edited_package(tmp_path: Path, edit: str) -> Path:
 
 
 def _probe(package: Path, name: str, world: Path, bound: str) -> list[list[bool]]:
-    env = {"PYTHONPATH": os.pathsep.join([str(package), str(ROOT)]), "PYTHONDONTWRITEBYTECODE": "1"}
+    core = Path(epoch_gate.__file__).resolve().parents[1]
+    env = {"PYTHONPATH": os.pathsep.join([str(package), str(ROOT), str(core)]), "PYTHONDONTWRITEBYTECODE": "1"}
     run = subprocess.run([sys.executable, "-c", PROBE, name, str(world / f"{bound}.jsonl")], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(run.stdout)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from checks.inventory import inventory_properties as props
+from epoch_gate.local_product import holds
 from inventory import ledger, stock, transfer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_catalog_entries_are_well_formed() -> None:
 @pytest.mark.parametrize("entry", catalog_entries(), ids=lambda e: e["name"])
 def test_property_holds_on_every_record(entry: dict[str, str], records: dict[str, list[Record]]) -> None:
     predicate = getattr(props, entry["name"])
-    verdicts = {record["id"]: predicate(json.loads(json.dumps(record))) for record in records[entry["bound"]]}
+    verdicts = {record["id"]: holds(predicate, json.loads(json.dumps(record))) for record in records[entry["bound"]]}
     assert all(type(v) is bool for v in verdicts.values())
     assert all(verdicts.values()), [i for i, v in verdicts.items() if not v][:5]
 
@@ -101,7 +102,7 @@ def test_generator_refuses_a_bad_input(tmp_path: Path) -> None:
 def _fails(name: str, records: dict[str, list[Record]]) -> bool:
     predicate = getattr(props, name)
     bound = next(e["bound"] for e in catalog_entries() if e["name"] == name)
-    return not all(predicate(record) for record in records[bound])
+    return not all(holds(predicate, record) for record in records[bound])
 
 
 def test_item_predicates_catch_loose_guards(monkeypatch: pytest.MonkeyPatch, records: dict[str, list[Record]]) -> None:

@@ -94,11 +94,12 @@ def test_issue_catalog_inside_pants_like_limits_is_malformed_not_a_crash() -> No
     assert done.stdout.decode().split() == ["artifact-malformed", "nesting", "depth", "<=", str(MAX_DEPTH)]
 
 
-def test_a_probe_is_optional_and_only_written_when_set() -> None:
+def test_a_probe_says_how_to_migrate() -> None:
+    """The probe/judge split is gone: a predicate drives the product itself through `product`."""
     text = CATALOG + "  - {name: q, bound: b, predicate: 'checks.mod:q', description: Q., probe: 'app.api:total'}\n"
-    catalog = parse_catalog(text.encode(), "c.yaml")
-    assert [p.probe for p in catalog.properties] == ["", "", "", "app.api:total"]
-    assert "probe" not in catalog.properties[0].to_json()  # so a manifest without probes keeps its digest
-    assert catalog.properties[3].to_json()["probe"] == "app.api:total"
-    with pytest.raises(EvidenceError, match="property probe is not valid"):
-        parse_catalog((CATALOG + "    probe: not a spec\n").encode(), "c.yaml")
+    with pytest.raises(EvidenceError) as raised:
+        parse_catalog(text.encode(), "c.yaml")
+    reason = raised.value.reason
+    assert (reason.code, reason.path, reason.expected, reason.found) == (
+        Code.ARTIFACT_MALFORMED, "c.yaml#properties[3]", "bound, description, name, predicate", "probe")
+    assert reason.message.startswith("property q has a probe: a predicate now drives the product itself")

@@ -25,8 +25,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "fixtures" / "gen.py").write_text("print('generator')\n")
     (tmp_path / "fixtures" / "base.json").write_text("{}\n")
     (tmp_path / "checks" / "catalog.yaml").write_text(CATALOG)
-    (tmp_path / "cli_preds.py").write_text("def amount_non_negative(r):\n    return r['amount'] >= 0\n"
-                                           "def amount_small(r):\n    return r['amount'] < 1000\n")
+    (tmp_path / "cli_preds.py").write_text("def amount_non_negative(r, product):\n    return r['amount'] >= 0\n"
+                                           "def amount_small(r, product):\n    return r['amount'] < 1000\n")
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_text('{"amount":1}\n{"amount":5}\n')

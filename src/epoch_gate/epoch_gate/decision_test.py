@@ -59,7 +59,7 @@ def codes(ev: Evidence) -> list[Code]:
     return [r.code for r in decide(ev).reasons]
 
 
-@pytest.mark.parametrize("code", [Code.RUNNER_PROTOCOL, Code.PREDICATE_REPLACED, Code.BOUND_MISSING])
+@pytest.mark.parametrize("code", [Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED, Code.BOUND_MISSING])
 def test_a_replay_error_closes_with_its_own_code(code: Code) -> None:
     errored = PropertyOutcome("p", "orders", 0, "error", (), "the child failed", code.value)
     verdict = decide(evidence(replay=replay(errored)))
@@ -121,9 +121,13 @@ def test_sampled_property_failed_is_closed_with_the_witness_path() -> None:
     assert reasons[0].path == f"dist/gate/observations/{failed.id}.bin"
 
 
-def test_predicate_that_raises_has_its_own_code() -> None:
-    raised = dataclasses.replace(observation("p", status="fail"), detail="predicate raised KeyError: 'x'")
-    assert codes(evidence(replay=replay(outcome_for(raised)), observations=(raised,))) == [Code.PREDICATE_ERROR]
+def test_a_product_that_raises_fails_its_property() -> None:
+    """The product's exception on a record is that record's failure, not the oracle's error."""
+    raised = dataclasses.replace(observation("p", status="fail"),
+                                 detail="the product raised IndexError: list index out of range\n  File ...")
+    reasons = decide(evidence(replay=replay(outcome_for(raised)), observations=(raised,))).reasons
+    assert [(r.code, r.message) for r in reasons] == [
+        (Code.PROPERTY_FAILED, "p: the product raised IndexError: list index out of range")]
 
 
 def test_observation_from_another_epoch_is_closed() -> None:

@@ -113,7 +113,7 @@ def verify_manifest(manifest: Manifest, catalog: Catalog, path: str) -> list[Rea
             reasons.append(Reason(Code.PROPERTY_NOT_IN_CATALOG, path, expected="a catalog property",
                                   found=prop.name, message=f"sampled property {prop.name} is not in the catalog"))
         elif known[prop.name] != prop:
-            differs = [f for f in ("bound", "predicate", "description", "probe")
+            differs = [f for f in ("bound", "predicate", "description")
                        if getattr(prop, f) != getattr(known[prop.name], f)]
             reasons.append(Reason(
                 Code.PROPERTY_DIFFERS_FROM_CATALOG, path,

@@ -121,11 +121,3 @@ def test_catalog_refuses(text: str, code: Code, fragment: str) -> None:
         parse_catalog(text.encode(), "catalog.yaml")
     assert caught.value.reason.code is code
     assert fragment in caught.value.reason.message
-
-
-def test_a_probe_is_part_of_the_digest_and_of_the_catalog_comparison() -> None:
-    catalog = parse_catalog(CATALOG_YAML.encode(), "c.yaml")
-    manifest = sample(catalog, 7, 2)
-    probed = Catalog(tuple(dataclasses.replace(p, probe="app.api:total") for p in catalog.properties))
-    assert sample(probed, 7, 2).manifest_sha256 != manifest.manifest_sha256
-    assert {r.code for r in verify_manifest(manifest, probed, "m.json")} == {Code.PROPERTY_DIFFERS_FROM_CATALOG}

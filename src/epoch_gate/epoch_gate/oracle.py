@@ -166,7 +166,7 @@ def _manifest_changes(before: Optional[Manifest], after: Optional[Manifest], pat
 
 def _entry_changes(kind: str, name: str, old: Property, new: Property) -> list[OracleChange]:
     return [OracleChange(kind, name, getattr(old, field), getattr(new, field), f"{field} changed")
-            for field in ("bound", "predicate", "description", "probe") if getattr(old, field) != getattr(new, field)]
+            for field in ("bound", "predicate", "description") if getattr(old, field) != getattr(new, field)]
 
 
 def _catalog_changes(before: Optional[Catalog], after: Optional[Catalog], path: str) -> list[OracleChange]:

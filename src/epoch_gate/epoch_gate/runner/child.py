@@ -116,6 +116,8 @@ class Server:
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
         except Exception as exc:  # noqa: BLE001 - the product failed on this call: its answer
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
+        if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
+            return '["v",-1,%s,%s]' % (json.dumps(type(result).__name__), text)
         kept.append(result)
         return '["v",%d,%s,%s]' % (len(kept) - 1, json.dumps(type(result).__name__), text)
 

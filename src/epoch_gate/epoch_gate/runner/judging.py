@@ -104,7 +104,7 @@ class Remote(_Refusing):
 
     __slots__ = ("_ref", "_type", "_data", "_why")
 
-    def __init__(self, ref: list[object], type_name: str, data: Optional[dict[str, object]], why: str = "") -> None:
+    def __init__(self, ref: list[object], type_name: str, data: object, why: str = "") -> None:
         self._ref, self._type, self._data, self._why = ref, type_name, data, why
 
     def __repr__(self) -> str:
@@ -116,14 +116,15 @@ class Remote(_Refusing):
         if name.startswith("__"):
             raise AttributeError(name)
         data = self._data
-        if data is not None and name in data:
-            return _wrap(self._ref, name, f"{self._type}.{name}", data[name])
+        if type(data) is dict and name in data:
+            return _wrap(self._ref, name, f"{self._type}.{name}", data[name])  # type: ignore[index]
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:
-        if self._data is None or type(key) is not str or key not in self._data:
+        data = self._data
+        if type(data) is not dict or type(key) is not str or key not in data:  # type: ignore[operator]
             raise NotData(f"{self._type} has no item {key!r}" + (f" ({self._why})" if self._why else ""))
-        return _wrap(self._ref, key, f"{self._type}[{key!r}]", self._data[key])
+        return _wrap(self._ref, key, f"{self._type}[{key!r}]", data[key])  # type: ignore[index]
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": self._ref}, args, kwargs)
@@ -229,7 +230,7 @@ def _wrap(ref: list[object], step: Union[str, int], type_name: str, value: objec
 def plain(value: Any) -> Any:
     """A product value's data as the parent's own plain values, to compare whole."""
     if isinstance(value, Remote):
-        if value._data is None:
+        if value._why:
             raise NotData(f"{value._type} is not data ({value._why})")
         return json.loads(json.dumps(value._data))
     if isinstance(value, Method):
@@ -267,8 +268,17 @@ def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str,
         encoded = json.dumps([target, args, kwargs], default=_encode_ref, allow_nan=False,
                              separators=(",", ":"), ensure_ascii=False).encode()
     except (TypeError, ValueError, RecursionError) as exc:
-        raise OracleError(f"an argument of {target} is not data: {exc}") from None
+        raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
     return session.call(encoded)
+
+
+def _describe(target: dict[str, object]) -> str:
+    ((kind, value),) = target.items()
+    if kind == "m":
+        return str(value)
+    if kind == "op":
+        return f"the operator {value}"
+    return "a product value's method" if value[2] else "a product value"  # type: ignore[index]
 
 
 Answer = tuple[str, object]  # ("value", the decoded value) or ("raised" / "unresolved", its arguments)
@@ -289,11 +299,13 @@ def decode(scope: int, answer: list[object]) -> Answer:
 
 
 def _top(ref: list[object], type_name: str, data: object) -> Any:
-    if type(data) is dict:
-        return Remote(ref, type_name, data)  # type: ignore[arg-type]
+    """A call's answer: a number or text as it is (handle -1), a list as a tuple of its parts, anything
+    else (an object, or a value that crossed as text, such as a Fraction) as a Remote."""
+    if ref[1] == -1:
+        return data
     if type(data) is list:
         return tuple(_wrap(ref, index, f"{type_name}[{index}]", item) for index, item in enumerate(data))
-    return data
+    return Remote(ref, type_name, data)
 
 
 class Session:

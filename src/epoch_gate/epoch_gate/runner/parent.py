@@ -215,7 +215,8 @@ def _load_predicate(prop: Property) -> Union[Predicate, PropertyOutcome]:
         parameters = -1
     if parameters != 2:
         return _error(prop, Code.PREDICATE_ERROR, (
-            f"predicate {prop.predicate} takes {parameters if parameters >= 0 else 'no readable'} parameters, "
+            f"predicate {prop.predicate} takes "
+            f"{'no readable' if parameters < 0 else parameters} parameter{'' if parameters == 1 else 's'}, "
             "not (record, product): a predicate runs outside the product and calls it through `product` "
             "(docs/adopting.md)"))
     return found  # type: ignore[no-any-return]

@@ -9,7 +9,8 @@ A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (i
 {"h": [scope, handle, path]} (reached from an earlier answer) or {"op": "add"} (an operator over args).
 An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope, handle, path]}.
 An answer is one of
-  ["v", handle, type, data]   the product returned; `data` is its value as data (epoch_gate.runner.data)
+  ["v", handle, type, data]   the product returned; `data` is its value as data (epoch_gate.runner.data);
+                              handle -1: a number, text or None, which is its own value
   ["o", handle, type, why]    the product returned something that is not data (a handle only)
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
@@ -77,7 +78,7 @@ def loads(payload: bytes) -> object:
 
 
 def _is_int(value: object) -> bool:
-    return type(value) is int
+    return type(value) is int and value >= -1
 
 
 def parse_answers(payload: bytes, count: int) -> list[list[object]]:

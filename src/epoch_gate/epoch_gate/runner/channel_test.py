@@ -3,45 +3,61 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from epoch_gate import channel, replay
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.manifest import sample
+from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.runner import channel
+from epoch_gate.runner import parent as replay
 
-# A child answering "held" to everything, but wrongly as `MODE` says: {mode} is filled in per test.
+# A child answering 1 to every call, but wrongly as `mode` says: {mode} is filled in per test.
 FAKE = """import sys
 sys.path.insert(0, sys.argv[1])
-from epoch_gate import stream
+from epoch_gate.runner import protocol
 mode, answered = {mode!r}, 0
 while True:
-    got = stream.read_frame(sys.stdin.buffer)
+    got = protocol.read_frame(sys.stdin.buffer)
     if got is None:
         break
-    index, records = stream.parse_request(got[1])
-    count = len(records) - (mode == "one short") + (mode == "one more")
-    if mode == "stops at the second property" and index == 1:
+    kind, payload = got
+    if kind == protocol.DROP:
+        continue
+    count = payload.count(b"\\n") - (mode == "one short") + (mode == "one more")
+    if mode == "stops at the second property" and b'"m":"fake_app.b"' in payload:
         sys.exit(0)
     if mode == "exits" and answered:
         sys.exit(0)
-    sys.stdout.buffer.write(stream.frame(stream.VERDICTS, b"\\n".join([stream.HELD] * count)))
+    answers = b"[" + b",".join([b'["v",-1,"int",1]'] * count) + b"]"
+    if mode == "not JSON":
+        answers = b"[1"
+    if mode == "an unknown answer":
+        answers = b'[["held"]]' * count
+    sys.stdout.buffer.write(protocol.frame(protocol.ANSWERS, answers))
+    if mode == "unasked":  # an answer to a batch the parent never sent
+        sys.stdout.buffer.write(protocol.frame(protocol.ANSWERS, answers))
     sys.stdout.buffer.flush()
     answered += 1
 if mode == "exits 1 at the end":
     sys.exit(1)
 """
+PREDICATES = "def a(record, product):\n    return product.fake_app.a(record) == 1\n" \
+             "def b(record, product):\n    return product.fake_app.b(record) == 1\n"
 
 
-def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict[str, replay.PropertyOutcome]:
+def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict[str, PropertyOutcome]:
     monkeypatch.setattr(channel, "CHILD_BOOT", FAKE.format(mode=mode))
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(10)))
-    props = tuple(Property(n, "payments", f"anything:{n}", f"{n}.") for n in ("a", "b"))
+    (tmp_path / "fake_checks.py").write_text(PREDICATES)
+    sys.modules.pop("fake_checks", None)
+    props = tuple(Property(n, "payments", f"fake_checks:{n}", f"{n}.") for n in ("a", "b"))
     result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1",
-                        child=replay.Child(tmp_path, batch=4))
+                        child=replay.Child(tmp_path, ("fake_app",), oracle_names=("fake_checks",), batch=4))
     return {p.name: p for p in result.properties}
 
 
@@ -51,18 +67,21 @@ def test_a_child_that_follows_the_protocol_passes(tmp_path: Path, monkeypatch: p
 
 
 @pytest.mark.parametrize("mode, affected, says", [
-    ("one short", "ab", "answered 3 verdicts for 4 records"),
-    ("one more", "ab", "answered 5 verdicts for 4 records"),
-    ("stops at the second property", "b", "ended early"),
-    ("exits", "ab", "ended early"),
-    ("exits 1 at the end", "ab", "exited 1"),
+    ("one short", "ab", "the child broke the protocol: 3 answers to 4 calls"),
+    ("one more", "ab", "the child broke the protocol: 5 answers to 4 calls"),
+    ("not JSON", "ab", "the child broke the protocol: a payload that is not JSON"),
+    ("an unknown answer", "ab", "the child broke the protocol: "),
+    ("unasked", "ab", "the child broke the protocol: "),
+    ("stops at the second property", "b", "the child ended early"),
+    ("exits", "ab", "the child ended early"),
+    ("exits 1 at the end", "ab", "the child exited 1 after its answers"),
 ])
 def test_a_child_breaking_the_protocol_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str,
                                                    affected: str, says: str) -> None:
     outcomes = replayed(tmp_path, monkeypatch, mode)
     errors = {name for name, o in outcomes.items() if (o.outcome, o.error_code) == ("error", "runner-protocol")}
     assert errors == set(affected)
-    assert says in outcomes[affected[0]].detail
+    assert says in outcomes[affected[0]].detail, outcomes[affected[0]].detail
     if affected == "b":
         assert (outcomes["a"].outcome, outcomes["a"].records) == ("pass", 10)
 
@@ -70,12 +89,10 @@ def test_a_child_breaking_the_protocol_is_an_error(tmp_path: Path, monkeypatch: 
 # A runner that starts the real child on a predicate that never returns, says the child's pid, and waits.
 RUNNER = """import sys, time
 from pathlib import Path
-from epoch_gate.channel import Channel
-from epoch_gate import stream
-channel = Channel(["predicate=spin:forever"], Path(sys.argv[1]), ["spin"], [])
+from epoch_gate.runner.channel import Channel
+channel = Channel(Path(sys.argv[1]), ["spin"], [])
 print(channel._process.pid, flush=True)
-channel._process.stdin.write(stream.request(0, [b"{}"]))
-channel._process.stdin.flush()
+channel.send(1, [b'[{"m":"spin.forever"},[],{}]'])
 time.sleep(600)
 """
 
@@ -89,7 +106,7 @@ def test_the_child_dies_with_its_runner(tmp_path: Path) -> None:
     import sys
     import time
 
-    (tmp_path / "spin.py").write_text("def forever(record):\n    while True:\n        pass\n")
+    (tmp_path / "spin.py").write_text("def forever():\n    while True:\n        pass\n")
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     child = int(runner.stdout.readline())  # type: ignore[union-attr]

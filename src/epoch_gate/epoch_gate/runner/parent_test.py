@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate import replay
+from epoch_gate.replay_result import ReplayResult
+from epoch_gate.runner import parent as replay
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.check import check_replay
 from epoch_gate.manifest import sample
@@ -15,24 +16,39 @@ from epoch_gate.observations import load_observations, observation_id
 from epoch_gate.world import world_sha256
 
 PREDICATES = '''
-STATE = {"seen": set()}
+def positive(record, product):
+    return product.replay_app.amount(record) >= 0
 
-def positive(record):
-    return record["amount"] >= 0
+def flaky(record, product):
+    return product.replay_app.flaky_amount(record) >= 0
 
-def flaky(record):
-    # Fails the first time it sees a record, passes the rerun: a flake.
-    key = record["id"]
-    if key in STATE["seen"]:
-        return True
-    STATE["seen"].add(key)
-    return record["amount"] >= 0
+def product_raises(record, product):
+    return product.replay_app.boom(record)
 
-def raises(record):
+def oracle_raises(record, product):
     raise KeyError("boom")
 
-def not_bool(record):
+def not_bool(record, product):
     return None
+'''
+
+PRODUCT = '''
+SEEN = set()
+
+def amount(record):
+    return record["amount"]
+
+def flaky_amount(record):
+    # Wrong the first time it sees a record, right when asked again: a flake.
+    if record["id"] in SEEN:
+        return abs(record["amount"])
+    SEEN.add(record["id"])
+    return record["amount"]
+
+def boom(record):
+    if record["amount"] < 0:
+        raise KeyError("boom")
+    return True
 '''
 
 
@@ -40,6 +56,7 @@ def not_bool(record):
 def world(tmp_path: Path) -> Path:
     (tmp_path / "preds").mkdir()
     (tmp_path / "preds" / "replay_preds.py").write_text(PREDICATES)
+    (tmp_path / "preds" / "replay_app.py").write_text(PRODUCT)
     world = tmp_path / "world"
     world.mkdir()
     lines = [json.dumps({"id": i, "amount": -5 if i == 3 else i}, separators=(",", ":")) for i in range(10)]
@@ -47,22 +64,23 @@ def world(tmp_path: Path) -> Path:
     return world
 
 
-def run(world: Path, out: Path, *names: str) -> replay.ReplayResult:
+def run(world: Path, out: Path, *names: str) -> ReplayResult:
     props = tuple(Property(n, "payments", f"replay_preds:{n}", f"{n}.") for n in names)
     manifest = sample(Catalog(props), 1, len(props))
     return replay.run(manifest, world, out, suite="suite", epoch_id="e1", child=child(world))
 
 
-def child(world: Path, *names: str) -> replay.Child:
-    """The sandbox beside the world: the predicates (the oracle) and, under `names`, the product."""
-    return replay.Child(world.parent / "preds", names, oracle_names=("replay_preds", "mask_preds"))
+def child(world: Path) -> replay.Child:
+    """The sandbox beside the world: the predicates (the oracle) and the product, `replay_app`."""
+    return replay.Child(world.parent / "preds", ("replay_app",), oracle_names=("replay_preds", "mask_preds"))
 
 
 def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = run(world, out, "positive", "flaky", "raises", "not_bool")
-    outcomes = {p.name: p.outcome for p in result.properties}
-    assert outcomes == {"positive": "fail", "flaky": "flake", "raises": "fail", "not_bool": "fail"}
+    result = run(world, out, "positive", "flaky", "product_raises", "oracle_raises", "not_bool")
+    outcomes = {p.name: (p.outcome, p.error_code) for p in result.properties}
+    assert outcomes == {"positive": ("fail", ""), "flaky": ("flake", ""), "product_raises": ("fail", ""),
+                        "oracle_raises": ("error", "predicate-error"), "not_bool": ("error", "predicate-error")}
     observations, reasons = load_observations(out / "observations", "obs", "replay")
     assert reasons == []
     by_prop = {o.property: o for o in observations}
@@ -70,8 +88,13 @@ def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
     assert json.loads(witness) == {"id": 3, "amount": -5}  # exactly the offending record
     assert by_prop["positive"].id == observation_id("suite", "positive", witness)
     assert by_prop["flaky"].status == "flake" and by_prop["flaky"].rerun_passed
-    assert "KeyError" in by_prop["raises"].detail
-    assert "not bool" in by_prop["not_bool"].detail
+    # The product's failure is the record's, with the product's own frames; the oracle's is an error.
+    assert by_prop["product_raises"].detail.startswith("the product raised KeyError: 'boom'\n")
+    assert 'replay_app.py", line 16, in boom' in by_prop["product_raises"].detail
+    assert set(by_prop) == {"positive", "flaky", "product_raises"}
+    errors = {p.name: p.detail for p in result.properties if p.outcome == "error"}
+    assert errors == {"oracle_raises": "record 1: the predicate raised KeyError: 'boom' (at replay_preds.py:12)",
+                      "not_bool": "record 1: the predicate returned a NoneType, not a bool"}
 
 
 def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -> None:
@@ -107,6 +130,9 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     # allowed, the failure must still be found, and the flake still reported.
     (tmp_path / "preds").mkdir()
     (tmp_path / "preds" / "mask_preds.py").write_text(
+        "def masked(record, product):\n"
+        "    return product.replay_app.masked(record)\n")
+    (tmp_path / "preds" / "replay_app.py").write_text(
         "SEEN = set()\n"
         "def masked(record):\n"
         "    if record['id'] == 1 and record['id'] not in SEEN:\n"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate import replay
+from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.runner import parent as replay
 from epoch_gate.catalog import Catalog, Property
-from epoch_gate.channel import RUNNER_ROOT
+from epoch_gate.runner.child import RUNNER_ROOT
 from epoch_gate.manifest import sample
 from epoch_gate.world import world_sha256
 
@@ -36,27 +37,25 @@ def sandbox(tmp_path: Path, predicates: str, product: str = "", records: int = 2
     return world
 
 
-def replayed(world: Path, *props: Property) -> dict[str, replay.PropertyOutcome]:
+def replayed(world: Path, *props: Property) -> dict[str, PropertyOutcome]:
     child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8)
     result = replay.run(sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1",
                         child=child)
     return {p.name: p for p in result.properties}
 
 
-def prop(name: str, predicate: str = "positive", probe: str = "") -> Property:
-    return Property(name, "payments", f"{ORACLE}:{predicate}", f"{name}.", probe)
+def prop(name: str, predicate: str = "positive") -> Property:
+    return Property(name, "payments", f"{ORACLE}:{predicate}", f"{name}.")
 
 
 POSITIVE = """
-import split_app
-
-def positive(record):
-    return split_app.amount(record) >= 0
+def positive(record, product):
+    return product.split_app.amount(record) >= 0
 """
 
 
 def test_an_honest_run_passes_and_fails_while_the_product_prints_to_stdout(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record):\n    return record['amount'] < 100\n", """
+    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return record['amount'] < 100\n", """
         print("product imported")
         def amount(record):
             print("evaluating", record)
@@ -70,115 +69,169 @@ def test_an_honest_run_passes_and_fails_while_the_product_prints_to_stdout(tmp_p
     assert (outcomes["small"].outcome, outcomes["small"].records) == ("pass", 20)
 
 
-@pytest.mark.parametrize("tamper", [
-    # At import, after the predicate's definition.
-    "import sys\nsys.modules['split_checks'].positive = lambda record: True\n",
-    # At the first call, so the check after the batch catches it.
-    "import sys\ndef amount(record):\n    sys.modules['split_checks'].positive.__code__ = (lambda r: True).__code__\n"
-    "    return 0\n",
-])
-def test_a_replaced_predicate_is_an_error(tmp_path: Path, tamper: str) -> None:
-    world = sandbox(tmp_path, "def positive(record):\n    return split_app.amount(record) >= 0\n"
-                              "import split_app\n", "def amount(record):\n    return record['amount']\n" + tamper)
-    outcomes = replayed(world, prop("positive"), prop("later"))
-    assert (outcomes["positive"].outcome, outcomes["positive"].error_code) == ("error", "predicate-replaced")
-    assert (outcomes["later"].outcome, outcomes["later"].error_code) == ("error", "predicate-replaced")
-
-
-@pytest.mark.parametrize("tamper", [
-    "import sys, types\nsys.modules['epoch_gate.stream'] = types.ModuleType('epoch_gate.stream')\n",
-    "import sys, types\nsys.modules['epoch_gate.replay'] = types.ModuleType('epoch_gate.replay')\n",
-    "import epoch_gate.child as c\nc.judge_predicate = lambda function, records: [b'1'] * len(records)\n",
-])
-def test_a_replaced_runner_module_is_an_error(tmp_path: Path, tamper: str) -> None:
-    world = sandbox(tmp_path, POSITIVE, "def amount(record):\n    return record['amount']\n" + tamper)
-    outcome = replayed(world, prop("positive"))["positive"]
-    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-replaced"), outcome.detail
-
-
-def test_the_child_ending_early_is_an_error(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE, """
-        import os
+# Every way a product value could decide for the predicate: whatever its methods say, only its data
+# crosses, and the predicate compares that. Each product below has the bug on record 7 (a negative amount).
+CHEATS = {
+    "an int whose comparisons always hold": """
+        class Amount(int):
+            __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = lambda self, other: True
+            __hash__ = int.__hash__
+            __bool__ = lambda self: True
         def amount(record):
-            if record["id"] == 12:
-                os._exit(0)
+            return Amount(record["amount"])
+    """,
+    "a float whose conversions lie": """
+        class Amount(float):
+            __float__ = __index__ = __int__ = lambda self: 1
+            __ge__ = lambda self, other: True
+        def amount(record):
+            return Amount(record["amount"])
+    """,
+    "an object whose dunders lie": """
+        class Amount:
+            def __init__(self, value):
+                self.value = value
+            __eq__ = __lt__ = __ge__ = lambda self, other: True
+            __hash__ = lambda self: 0
+            __bool__ = lambda self: True
+            __iter__ = lambda self: iter([1])
+            __index__ = __float__ = __int__ = lambda self: 1
+        def amount(record):
+            return Amount(record["amount"]).value
+    """,
+    "a dict whose items lie": """
+        class Row(dict):
+            def items(self):
+                return [("value", 1)]
+            def __getitem__(self, key):
+                return 1
+        def amount(record):
+            return Row(value=record["amount"])["value"] if False else record["amount"]
+    """,
+}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_a_product_value_never_decides(tmp_path: Path, cheat: str) -> None:
+    world = sandbox(tmp_path, POSITIVE, CHEATS[cheat])
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
+
+
+def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, """
+        def positive(record, product):
+            money = product.split_app.Money(record["amount"], "EUR")
+            doubled = money + money  # a call: the child adds the two objects it holds
+            return (money.minor >= 0 and doubled.minor == 2 * money.minor and money.currency == "EUR"
+                    and money.cents == 100 * money.minor and money.negated().minor == -money.minor)
+    """, """
+        from dataclasses import dataclass
+        @dataclass(frozen=True)
+        class Money:
+            minor: int
+            currency: str
+            @property
+            def cents(self):
+                return 100 * self.minor
+            def negated(self):
+                return Money(-self.minor, self.currency)
+            def __add__(self, other):
+                return Money(self.minor + other.minor, self.currency)
+    """)
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
+
+
+@pytest.mark.parametrize("use, says", [
+    ("m == m", "used in a comparison (==, !=)"),
+    ("m < m", "used in an ordering"),
+    ("bool(m)", "used as a truth value"),
+    ("{m: 1}", "used as a hash key"),
+    ("list(m)", "used as an iterable"),
+    ("int(m)", "used as an int"),
+    ("float(m)", "used as a number"),
+    ("len(m)", "used as a sized collection"),
+])
+def test_a_product_value_used_as_data_is_the_oracles_error(tmp_path: Path, use: str, says: str) -> None:
+    world = sandbox(tmp_path, f"""
+        def positive(record, product):
+            m = product.split_app.wrap(record)
+            return bool({use})
+    """, "def wrap(record):\n    return {'amount': record['amount']}\n")
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "handle-misused")
+    assert outcome.detail.startswith(f"record 1: <product dict> {says}"), outcome.detail
+
+
+def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, """
+        def missing_field(record, product):
+            return product.split_app.shaped(record).amount >= 0
+        def not_data(record, product):
+            return product.split_app.opaque(record).amount >= 0
+    """, """
+        def shaped(record):
+            return {"amount": record["amount"]} if record["id"] != 3 else {"total": 1}
+        def opaque(record):
+            return (lambda: None) if record["id"] == 5 else {"amount": 1}
+    """)
+    outcomes = replayed(world, prop("missing_field", "missing_field"), prop("not_data", "not_data"))
+    assert (outcomes["missing_field"].outcome, outcomes["missing_field"].failures) == ("fail", 2)
+    assert outcomes["missing_field"].first_failure == 3
+    assert outcomes["missing_field"].detail == "the product's answer dict has no field amount"
+    assert (outcomes["not_data"].outcome, outcomes["not_data"].first_failure) == ("fail", 5)
+    assert outcomes["not_data"].detail == "the product's answer function has no field amount (a function)"
+
+
+@pytest.mark.parametrize("predicate, says", [
+    ("return product.split_app.amount({1, 2}) > 0", "an argument of split_app.amount is not data: a set is not data"),
+    ("return product.split_app.absent(record) > 0", "does not resolve in the product: split_app has no absent"),
+    ("return product.nowhere.amount(record) > 0", "does not resolve in the product: no product module named nowhere"),
+    ("import random\n    return product.split_app.amount({'amount': random.random()}) > 0", "not deterministic"),
+])
+def test_the_predicates_own_mistakes_are_errors(tmp_path: Path, predicate: str, says: str) -> None:
+    world = sandbox(tmp_path, f"def positive(record, product):\n    {predicate}\n",
+                    "def amount(record):\n    return record['amount']\n")
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
+    assert says in outcome.detail, outcome.detail
+
+
+def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_path: Path) -> None:
+    """The product takes over the child's serving loop and answers every call itself: it can say anything,
+    but only data, and the predicate judges it. Saying the old "held" breaks the protocol."""
+    world = sandbox(tmp_path, POSITIVE + "\ndef exact(record, product):\n"
+                              "    return product.split_app.amount(record) == abs(record['amount'])\n", """
+        from epoch_gate.runner import child
+        child.Server.answer = lambda self, scope, line: '["v",-1,"int",5]'
+        def amount(record):
             return record["amount"]
     """)
-    outcome = replayed(world, prop("positive"))["positive"]
-    assert (outcome.outcome, outcome.error_code) == ("error", "runner-protocol")
-    assert "ended early" in outcome.detail
-
-
-# Finds the child's protocol channel (a pipe open for writing, other than fds 0-2) and writes to it.
-WRITE_TO_CHANNEL = """
-import fcntl, os, stat
-def channel_write(data):
-    for fd in range(3, 64):
-        try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
-                os.write(fd, data)
-        except OSError:
-            pass
-def amount(record):
-    return record["amount"]
-"""
-
-
-FORGED = ("import struct\nverdicts = b'\\n'.join([b'1'] * 8)\n"
-          "channel_write(struct.pack('>cI', b'V', len(verdicts)) + verdicts)\n")
-
-
-@pytest.mark.parametrize("when", ["channel_write(b'1')\n",  # amid the answers: a broken frame
-                                  FORGED])  # a well-formed answer: one answer too many at the end
-def test_extra_bytes_on_the_protocol_channel_are_an_error(tmp_path: Path, when: str) -> None:
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record):\n    return True\n", WRITE_TO_CHANNEL + when,
-                    records=16)
-    outcomes = replayed(world, prop("positive"), prop("small", "small"))
-    assert {(o.outcome, o.error_code) for o in outcomes.values()} == {("error", "runner-protocol")}
-
-
-PROBED = """
-def amount_matches(record, observed):
-    return observed == {"amount": record["amount"], "cents": [record["amount"] * 100]}
-"""
-
-
-def test_a_probe_is_judged_in_the_parent(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, PROBED, """
-        def honest(record):
-            return {"amount": record["amount"], "cents": [record["amount"] * 100]}
-        def wrong_on_7(record):
-            return {"amount": 0 if record["id"] == 7 else record["amount"], "cents": [record["amount"] * 100]}
-    """)
-    outcomes = replayed(world, prop("honest", "amount_matches", "split_app:honest"),
-                        prop("wrong", "amount_matches", "split_app:wrong_on_7"))
-    assert (outcomes["honest"].outcome, outcomes["honest"].records) == ("pass", 20)
-    assert (outcomes["wrong"].outcome, outcomes["wrong"].failures, outcomes["wrong"].first_failure) == ("fail", 1, 7)
-
-
-def test_a_probe_returning_an_object_that_equals_anything_is_an_error(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, PROBED, """
-        class Anything(dict):
-            def __eq__(self, other):
-                return True
-        def cheat(record):
-            return {"amount": Anything()}
-    """)
-    outcome = replayed(world, prop("cheat", "amount_matches", "split_app:cheat"))["cheat"]
-    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
-    assert "not plain JSON data" in outcome.detail
+    outcomes = replayed(world, prop("positive"), prop("exact", "exact"))
+    assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)  # the lie, judged
+    # Record 1's call imported the product, so the child answered it honestly; every later answer is 5.
+    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 17)
 
 
 def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, "import split_app\n" + PROBED, "def honest(record):\n    return {}\n")
-    outcome = replayed(world, prop("p", "amount_matches", "split_app:honest"))["p"]
+    world = sandbox(tmp_path, "import split_app\n" + POSITIVE, "def amount(record):\n    return 1\n")
+    outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
-    assert "split_app" in outcome.detail
+    assert outcome.detail.startswith("cannot load predicate split_checks:positive: it imports split_app, which is "
+                                     "not the oracle's. A predicate runs outside the product: take `product`")
 
 
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner_main import main; sys.exit(main(sys.argv[2:]))"
+def test_a_one_parameter_predicate_says_how_to_migrate(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, "def positive(record):\n    return True\n", "")
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
+    assert "takes 1 parameter, not (record, product)" in outcome.detail
+
+
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.main import main; sys.exit(main(sys.argv[2:]))"
 # As the plugin starts the parent: the runner in the sandbox (writable by the child), the cwd relative.
-PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.runner_main import main; sys.exit(main())"
+PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.runner.main import main; sys.exit(main())"
 
 
 def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path: Path) -> None:
@@ -196,25 +249,25 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
 
 
 def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) -> None:
-    """A third-party folder serves the product; a predicate module served from one is not the oracle's."""
+    """A third-party folder serves the product; a predicate module served from one does not load."""
     world = sandbox(tmp_path, POSITIVE,
                     "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n")
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "split_vendor.py").write_text("def amount(record):\n    return abs(record['amount'])\n")
-    (vendor / "split_elsewhere.py").write_text("def positive(record):\n    return True\n")
+    (vendor / "split_elsewhere.py").write_text("def positive(record, product):\n    return True\n")
     props = (prop("positive"), Property("zz_elsewhere", "payments", "split_elsewhere:positive", "e."))
     child = replay.Child(world.parent / "sandbox", ("split_app",), (str(vendor),), (ORACLE,))
     result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child)
     outcomes = {p.name: p for p in result.properties}
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)
-    assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-replaced")
+    assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-error")
 
 
 LAZY_JUDGE = """
-def mean_matches(record, observed):
+def mean_matches(record, product):
     import statistics  # lazily: the first call comes after the child started
-    return observed == statistics.mean([record["amount"]])
+    return product.split_app.probe(record) == statistics.mean([record["amount"]])
 """
 
 
@@ -224,12 +277,12 @@ def test_the_child_cannot_plant_modules_the_parent_imports_nor_rewrite_its_judge
     world = sandbox(tmp_path, LAZY_JUDGE, """
         import pathlib
         pathlib.Path("__epoch_gate/statistics.py").write_text("def mean(values):\\n    return 'planted'\\n")
-        pathlib.Path("split_checks.py").write_text("def mean_matches(record, observed):\\n    return True\\n")
+        pathlib.Path("split_checks.py").write_text("def mean_matches(record, product):\\n    return True\\n")
         def probe(record):
             return "planted"
     """)
     shutil.copytree(Path(RUNNER_ROOT) / "epoch_gate", tmp_path / "sandbox" / "__epoch_gate" / "epoch_gate")
-    manifest = sample(Catalog((prop("p", "mean_matches", "split_app:probe"),)), 1, 1)
+    manifest = sample(Catalog((prop("p", "mean_matches"),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     subprocess.run(
         [sys.executable, "-I", "-B", "-S", "-c", PLUGIN_BOOT, "replay", "--manifest", "../manifest.json",
@@ -292,7 +345,7 @@ def test_a_lingering_grandchild_cannot_rewrite_the_outputs(tmp_path: Path) -> No
 def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -> None:
     """The product, at import, rewrites the world (same lines, record 7 now positive) before the second
     property's records are read: the parent streams the bytes it hashed before the child started."""
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record):\n    return True\n", """
+    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return True\n", """
         import json, pathlib
         pathlib.Path("../world/payments.jsonl").write_text("".join(
             json.dumps({"id": i, "amount": i}) + "\\n" for i in range(1, 21)))
