@@ -1,4 +1,5 @@
-"""The `fixture` and `manifest` fields of a `sampled_properties` target as real dependency edges.
+"""The `fixture` and `manifest` fields of a `sampled_properties` target as real dependency edges, and the
+product code its predicates drive.
 
 They are address strings, which Pants does not read as dependencies: without this rule `dependencies`,
 `dependents`, `peek` and `--changed-dependents` do not see that a suite depends on its pin and catalog,
@@ -6,6 +7,10 @@ so `pants --changed-since=... --changed-dependents=transitive test` would skip a
 manifest changed. Inference adds the edges only when the string names an existing target of the right
 type; anything else infers nothing, so the gate (`suite.resolve_suite`) reports it as a closing reason
 instead of the whole run ending in a Pants error.
+
+The predicates never import the product: they call it through their `product` parameter
+(`product.orders.totals.totals_from_record(record)`). Each dotted name they spell is mapped to the target
+owning its longest module prefix, so the suite depends on exactly the product code its replay serves.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from pants.backend.python.dependency_inference.module_mapper import PythonModuleOwners, PythonModuleOwnersRequest
+from pants.backend.python.subsystems.setup import PythonSetup
 from pants.build_graph.address import Address, AddressInput
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
+from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import (
     FieldSet,
@@ -27,8 +36,10 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
+from epoch_gate.product_calls import module_candidates, product_names
 from epoch_gate_pants.target_types import (
     EpochFixtureTarget,
+    PropertyManifestPredicatesField,
     PropertyManifestTarget,
     SampledPropertiesDependenciesField,
     SampledPropertiesFixtureField,
@@ -60,6 +71,7 @@ class _EdgeRequest:
 @dataclass(frozen=True)
 class _Edge:
     address: Optional[Address]
+    target: Optional[Target] = None
 
 
 @rule(desc="Resolve an address field of a sampled-properties suite", level=LogLevel.DEBUG)
@@ -71,7 +83,36 @@ async def resolve_edge(request: _EdgeRequest) -> _Edge:
         wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin=origin))
     except Exception:  # noqa: BLE001 - an unresolvable string is the gate's reason to report, not an edge
         return _Edge(None)
-    return _Edge(address if isinstance(wrapped.target, request.expected) else None)
+    if not isinstance(wrapped.target, request.expected):
+        return _Edge(None)
+    return _Edge(address, wrapped.target)
+
+
+@dataclass(frozen=True)
+class _ProductRequest:
+    manifest: Target
+
+
+@dataclass(frozen=True)
+class _ProductOwners:
+    addresses: tuple[Address, ...]
+
+
+@rule(desc="Infer the product code a suite's predicates call", level=LogLevel.DEBUG)
+async def infer_product_owners(request: _ProductRequest, python_setup: PythonSetup) -> _ProductOwners:
+    sources = await Get(SourceFiles, SourceFilesRequest([request.manifest[PropertyManifestPredicatesField]]))
+    contents = await Get(DigestContents, Digest, sources.snapshot.digest)
+    names = sorted(set().union(*(product_names(c.content) for c in contents)))
+    candidates = sorted({module for name in names for module in module_candidates(name)})
+    owners = await MultiGet(Get(PythonModuleOwners, PythonModuleOwnersRequest(module, python_setup.default_resolve))
+                            for module in candidates)
+    owned = {module: found.unambiguous for module, found in zip(candidates, owners) if found.unambiguous}
+    found: set[Address] = set()
+    for name in names:
+        longest = next((module for module in module_candidates(name) if module in owned), None)
+        if longest is not None:
+            found.update(owned[longest])
+    return _ProductOwners(tuple(sorted(found)))
 
 
 @rule(desc="Infer a sampled-properties suite's fixture and manifest dependencies", level=LogLevel.DEBUG)
@@ -81,7 +122,11 @@ async def infer_suite_edges(request: InferSuiteEdges) -> InferredDependencies:
         Get(_Edge, _EdgeRequest(fields.address, fields.fixture, EpochFixtureTarget)),
         Get(_Edge, _EdgeRequest(fields.address, fields.manifest, PropertyManifestTarget)),
     )
-    return InferredDependencies(edge.address for edge in edges if edge.address is not None)
+    addresses = [edge.address for edge in edges if edge.address is not None]
+    manifest = edges[1].target
+    if manifest is not None:
+        addresses.extend((await Get(_ProductOwners, _ProductRequest(manifest))).addresses)
+    return InferredDependencies(addresses)
 
 
 def rules() -> list:

@@ -197,9 +197,9 @@ class SampledPropertiesManifestField(StringField):
 class SampledPropertiesDependenciesField(Dependencies):
     help = help_text(
         """
-        The code under test and the predicates' Python sources (usually inferred through the
-        predicates' imports; list the `python_sources` that hold the predicates here). The `fixture`
-        and `manifest` targets are added as inferred dependencies.
+        The predicates' Python sources (list the `python_sources` that hold them here) and any
+        product code they drive that is not inferred. Inferred: the `fixture` and `manifest` targets,
+        and the owner of every product module the predicates call as `product.<module>...`.
         """
     )
 
