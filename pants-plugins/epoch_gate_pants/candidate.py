@@ -21,6 +21,7 @@ from epoch_gate.text import from_os
 MAX_FILE = 64 * 1024 * 1024  # a larger file is not materialized (and refused if the suite reaches it)
 MAX_TOTAL = 512 * 1024 * 1024  # what the deciding process reads of a candidate, at most
 COMPILED = (".pyc", ".pyo", ".so", ".pyd")
+RUNNER_PACKAGE = "epoch_gate"
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     oracle_module = {path: module_name(stripped) or "" for path, stripped in request.oracle_places}
     starts = set(request.product).union(*(
         imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle))
-    reached = modules.graph.reach(starts, oracle_names)
+    # Nor is its copy of the runner's package: the trusted plugin's runner is the one that runs.
+    reached = modules.graph.reach(starts, oracle_names | {RUNNER_PACKAGE})
     irregular = dict(request.candidate.irregular)
     refusals = tuple(
         Reason(Code.PATH_NOT_REGULAR, path, "a regular source file", irregular[path],

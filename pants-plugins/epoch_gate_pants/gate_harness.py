@@ -79,14 +79,13 @@ with open(os.path.join(args.out, "payments.jsonl"), "w") as out:
 BASE = '{"count": 50}\n'
 PRODUCT = "def refundable(captured: int, refunded: int) -> bool:\n    return refunded <= captured\n"
 PREDICATES = """
-from payments_lib import refundable
+def refund_le_captured(record, product) -> bool:
+    refundable = product.payments_lib.refundable
+    captured, refunded = record["captured"], record["refunded"]
+    return refundable(captured, refunded) is (refunded <= captured) and refundable(captured, captured + 1) is False
 
 
-def refund_le_captured(record: dict) -> bool:
-    return refundable(record["captured"], record["refunded"])
-
-
-def refunds_never_negative(record: dict) -> bool:
+def refunds_never_negative(record, product) -> bool:
     return record["refunded"] >= 0
 """
 CATALOG = """properties:

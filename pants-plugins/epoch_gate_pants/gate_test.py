@@ -396,22 +396,22 @@ _decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 # Product code, run when the predicates import it: swaps the predicates' module for one where everything
 # holds, and rebinds whatever of the runner it finds loaded beside it.
+# Product code that, imported in the child, takes over its serving loop and answers "holds" to every
+# call; and failing that, rebinds whatever of the runner it can reach.
 RIGGED_PRODUCT = """
-import sys as _sys, types as _types
+import sys as _sys
 
 
 def _holds(*args, **kwargs):
-    return True
+    return '["v",-1,"bool",true]'
 
 
-_fake = _types.ModuleType("checks.props")
-_fake.__getattr__ = lambda name: _holds
-_sys.modules["checks.props"] = _fake
 for _name, _module in list(_sys.modules.items()):
     if _name.startswith("epoch_gate"):
         for _attr in list(vars(_module)):
-            if _attr.startswith(("judge", "_held", "evaluate", "verify")) and callable(getattr(_module, _attr)):
-                setattr(_module, _attr, _holds)
+            _value = getattr(_module, _attr)
+            if isinstance(_value, type) and hasattr(_value, "answer"):
+                _value.answer = lambda self, scope, line: _holds()
 """
 
 
@@ -440,9 +440,9 @@ def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo
     commit = repo.candidate("rigged", {REFUND_BUG[0]: buggy_product(repo) + RIGGED_PRODUCT})
     run = repo.gate(f"--gate-candidate={commit}")
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    # The child notices the swap (or, failing that, the bug is still found); nothing passes.
-    assert codes(run.report) & {"predicate-replaced", "property-failed"}, run.stdout
-    assert properties(run.report) and not any(p["outcome"] == "pass" for p in properties(run.report)), run.stdout
+    # The child now answers "true" to every call after the first: the predicate judges that data, and the
+    # bug's records (whose answers the first call's honest child gave, or the lie) still fail.
+    assert codes(run.report) == {"property-failed"}, run.stdout
 
 
 def test_a_replay_that_runs_again_is_reported_as_run_not_cached(repo: GateRepo) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
@@ -15,6 +15,7 @@ from pants.backend.python.util_rules.python_sources import (
     PythonSourceFilesRequest,
     StrippedPythonSourceFiles,
 )
+from pants.base.build_root import BuildRoot
 from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
@@ -37,6 +38,7 @@ from pants.engine.target import InvalidFieldException, Target, TransitiveTargets
 from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
+import epoch_gate
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities, replay_problems
 from epoch_gate.isolation import TOOLS_DIR
@@ -136,17 +138,22 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
     return SuiteDependencies(tuple(transitive.closure), None)
 
 
-def _without_runner(placed: dict[str, str]) -> dict[str, str]:
+def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
     """The predicates import the runner's API (`epoch_gate.runner.judging`): the runner's own copy serves
-    them, so the runner's files in a suite's closure are not shipped again (nor refused as shadowing it).
-    Any other file under its package still is refused."""
+    them, so the very files Pants loaded the runner from are not shipped again (nor refused as shadowing
+    it). Any other file under its package name still is refused."""
+    core = Path(epoch_gate.__file__).resolve().parent.parent
+    if not core.is_relative_to(build_root):  # an adopter's: the plugin's distribution, outside the repository
+        return placed
+    root = core.relative_to(build_root).as_posix()
     shipped = runner_paths()
-    return {path: stripped for path, stripped in placed.items() if stripped not in shipped}
+    return {path: stripped for path, stripped in placed.items()
+            if not (stripped in shipped and path == f"{root}/{stripped}")}
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
-                                    options: SampledPropertiesSubsystem) -> ReplayRun:
+                                    options: SampledPropertiesSubsystem, build_root: BuildRoot) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     if suite.problem is not None or suite.fixture is None or suite.manifest is None:
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
@@ -187,7 +194,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
                         for path, root in predicate_roots.path_to_root.items()}
     placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
     placed.update(predicate_places)
-    placed = _without_runner(placed)
+    placed = _without_runner(placed, build_root.path)
     oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
               for path, stripped in predicate_places.items()}
     code_digest, closure_refusals = None, ()
@@ -203,7 +210,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
                                 if name is not None and name.split(".")[0] not in oracle}))
         reached = await Get(CandidateClosure, CandidateClosureRequest(
             request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
-        placed = _without_runner({**oracle_placed, **dict(reached.places)})
+        placed = {**oracle_placed, **dict(reached.places)}
         code_digest = reached.stripped
         closure_refusals = reached.refusals
     reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,

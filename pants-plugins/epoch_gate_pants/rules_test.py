@@ -33,10 +33,8 @@ from epoch_gate_pants.replay import (
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
 
 PREDICATES = """
-from payments_lib import refundable
-
-def refund_le_captured(record: dict) -> bool:
-    return refundable(record["captured"], record["refunded"])
+def refund_le_captured(record, product) -> bool:
+    return product.payments_lib.refundable(record["captured"], record["refunded"]) is True
 """
 
 CATALOG = """properties:
