@@ -148,7 +148,7 @@ def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: P
     ("m < m", "used in an ordering"),
     ("bool(m)", "used as a truth value"),
     ("{m: 1}", "used as a hash key"),
-    ("list(m)", "used as an iterable"),
+    ("iter(m)", "used as an iterable"),
     ("int(m)", "used as an int"),
     ("float(m)", "used as a number"),
     ("len(m)", "used as a sized collection"),
