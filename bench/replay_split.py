@@ -1,7 +1,9 @@
-"""Benchmark of the split replay runner (the product's code in a child process, records streamed to it in
-batches) against an in-process loop over the same predicates and world, as the runner did before.
-Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 5]`.
-Prints medians (min-max) of interleaved runs and the throughput ratio split / in-process (goal >= 0.8)."""
+"""Benchmark of the replay's data boundary (the predicate in the parent, the product in a child that answers
+each call with data) against an in-process loop that calls the product and checks its objects directly,
+as a predicate did before the boundary. Same properties, same world.
+Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 3]`.
+Prints medians (min-max) of interleaved runs and the throughput ratio boundary / in-process (goal >= 0.8
+for single-call properties)."""
 
 from __future__ import annotations
 
@@ -16,29 +18,86 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from epoch_gate import replay
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.manifest import sample
+from epoch_gate.runner import parent
 from epoch_gate.world import records, world_sha256
 
-PREDICATES = '''
-def trivial(record):
-    return record["amount"] >= 0
+# The product: an order's totals as a dataclass of dataclasses, as real product code returns them.
+PRODUCT = '''
+from dataclasses import dataclass
 
 
-def realistic(record):
-    """An order's lines, discount and half-even tax add up to its total, in minor units."""
-    subtotal = 0
-    for line in record["lines"]:
-        if line["qty"] <= 0 or line["unit_minor"] < 0:
-            return False
-        subtotal += line["qty"] * line["unit_minor"]
+@dataclass(frozen=True)
+class Line:
+    sku: str
+    quantity: int
+    gross: int
+
+
+@dataclass(frozen=True)
+class Totals:
+    currency: str
+    lines: tuple
+    subtotal: int
+    discount: int
+    taxable: int
+    tax: int
+    total: int
+
+
+def half_even_tax(taxable, tax_bp):
+    quotient, remainder = divmod(taxable * tax_bp, 10_000)
+    return quotient + (remainder > 5_000 or (remainder == 5_000 and quotient % 2 == 1))
+
+
+def totals(record):
+    lines = tuple(Line(l["sku"], l["qty"], l["qty"] * l["unit_minor"]) for l in record["lines"])
+    subtotal = sum(line.gross for line in lines)
     discount = min(record["discount_minor"], subtotal)
     taxable = subtotal - discount
-    quotient, remainder = divmod(taxable * record["tax_bp"], 10_000)
+    tax = half_even_tax(taxable, record["tax_bp"])
+    return Totals(record["currency"], lines, subtotal, discount, taxable, tax, taxable + tax)
+'''
+
+# Both shapes check the same laws; only how they reach the product differs.
+BOUNDARY = '''
+def single(record, product):
+    """One call: the totals add up, recomputed independently."""
+    t = product.bench_app.totals(record)
+    subtotal = sum(l["qty"] * l["unit_minor"] for l in record["lines"])
+    quotient, remainder = divmod(t.taxable * record["tax_bp"], 10_000)
     tax = quotient + (remainder > 5_000 or (remainder == 5_000 and quotient % 2 == 1))
-    return (record["currency"] in ("EUR", "USD", "JPY") and record["subtotal_minor"] == subtotal
-            and record["total_minor"] == taxable + tax)
+    return (t.subtotal == subtotal and 0 <= t.discount <= subtotal and t.taxable == subtotal - t.discount
+            and t.tax == tax and t.total == t.taxable + t.tax and len(t.lines) == len(record["lines"]))
+
+
+def multi(record, product):
+    """Three calls: the totals twice (the same answer: idempotent), and the tax function on its own."""
+    first = product.bench_app.totals(record)
+    again = product.bench_app.totals(record)
+    return (first.total == again.total and first.tax == again.tax
+            and product.bench_app.half_even_tax(first.taxable, record["tax_bp"]) == first.tax)
+'''
+
+IN_PROCESS = '''
+import bench_app
+
+
+def single(record):
+    t = bench_app.totals(record)
+    subtotal = sum(l["qty"] * l["unit_minor"] for l in record["lines"])
+    quotient, remainder = divmod(t.taxable * record["tax_bp"], 10_000)
+    tax = quotient + (remainder > 5_000 or (remainder == 5_000 and quotient % 2 == 1))
+    return (t.subtotal == subtotal and 0 <= t.discount <= subtotal and t.taxable == subtotal - t.discount
+            and t.tax == tax and t.total == t.taxable + t.tax and len(t.lines) == len(record["lines"]))
+
+
+def multi(record):
+    first = bench_app.totals(record)
+    again = bench_app.totals(record)
+    return (first.total == again.total and first.tax == again.tax
+            and bench_app.half_even_tax(first.taxable, record["tax_bp"]) == first.tax)
 '''
 
 
@@ -46,67 +105,64 @@ def order(rng: random.Random, number: int) -> dict[str, object]:
     lines = [{"sku": f"sku-{rng.randrange(10_000)}", "qty": rng.randrange(1, 5),
               "unit_minor": rng.randrange(100, 10_000)} for _ in range(rng.randrange(1, 4))]
     subtotal = sum(line["qty"] * line["unit_minor"] for line in lines)  # type: ignore[operator]
-    discount = rng.choice([0, 0, 500, subtotal // 10])
-    taxable = subtotal - min(discount, subtotal)
-    tax_bp = rng.choice([0, 700, 1900, 2000])
-    quotient, remainder = divmod(taxable * tax_bp, 10_000)
-    tax = quotient + (remainder > 5_000 or (remainder == 5_000 and quotient % 2 == 1))
     return {"id": f"ord-{number:07d}", "currency": rng.choice(["EUR", "USD", "JPY"]), "lines": lines,
-            "discount_minor": discount, "tax_bp": tax_bp, "subtotal_minor": subtotal, "amount": subtotal,
-            "total_minor": taxable + tax}
+            "discount_minor": rng.choice([0, 0, 500, subtotal // 10]), "tax_bp": rng.choice([0, 700, 1900, 2000])}
 
 
 def in_process(world: Path, predicate: Callable[[dict], object]) -> int:
-    """The loop the runner ran before the split: parse each record afresh, evaluate, demand a bool."""
+    """The loop a predicate beside the product ran: parse each record afresh, evaluate, demand a bool."""
     held = 0
     world_sha256(world)
     for _, witness in records(world, "orders"):
         verdict = predicate(json.loads(witness))
-        held += isinstance(verdict, bool) and verdict
+        held += verdict is True
     return held
 
 
-def split(world: Path, sandbox: Path, out: Path, name: str) -> int:
+def boundary(world: Path, sandbox: Path, out: Path, name: str) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
-    child = replay.Child(sandbox, oracle_names=("bench_preds",))
-    result = replay.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
+    child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",))
+    result = parent.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
     (outcome,) = result.properties
     assert outcome.outcome == "pass", outcome
     return outcome.records
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    arguments = argparse.ArgumentParser()
+    arguments.add_argument("--records", type=int, default=1_000_000)
+    arguments.add_argument("--runs", type=int, default=3)
+    args = arguments.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        sandbox, world = root / "sandbox", root / "world"
-        sandbox.mkdir()
-        world.mkdir()
-        (sandbox / "bench_preds.py").write_text(PREDICATES)
+        sandbox, here, world = root / "sandbox", root / "here", root / "world"
+        for folder in (sandbox, here, world):
+            folder.mkdir()
+        (sandbox / "bench_preds.py").write_text(BOUNDARY)
+        (sandbox / "bench_app.py").write_text(PRODUCT)
+        (here / "bench_app.py").write_text(PRODUCT)
+        (here / "bench_inprocess.py").write_text(IN_PROCESS)
         rng = random.Random(0)
         with open(world / "orders.jsonl", "w") as handle:
             for number in range(args.records):
                 handle.write(json.dumps(order(rng, number), separators=(",", ":")) + "\n")
-        sys.path.insert(0, str(sandbox))
-        preds = importlib.import_module("bench_preds")
+        sys.path.insert(0, str(here))
+        baseline = importlib.import_module("bench_inprocess")
         size = (world / "orders.jsonl").stat().st_size
         print(f"{args.records} records, {size / 2**20:.0f} MiB, {args.runs} interleaved runs each")
-        for name in ("trivial", "realistic"):
+        for name in ("single", "multi"):
             ours: list[float] = []
             theirs: list[float] = []
             for run in range(args.runs):
                 start = time.perf_counter()
-                assert in_process(world, getattr(preds, name)) == args.records
+                assert in_process(world, getattr(baseline, name)) == args.records
                 theirs.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                assert split(world, sandbox, root / f"out-{name}-{run}", name) == args.records
+                assert boundary(world, sandbox, root / f"out-{name}-{run}", name) == args.records
                 ours.append(time.perf_counter() - start)
             ratio = statistics.median(theirs) / statistics.median(ours)
-            print(f"{name}: split {fmt(ours, args.records)}; in-process {fmt(theirs, args.records)}; "
-                  f"throughput ratio split / in-process = {ratio:.2f}")
+            print(f"{name}: boundary {fmt(ours, args.records)}; in-process {fmt(theirs, args.records)}; "
+                  f"throughput ratio boundary / in-process = {ratio:.2f}")
 
 
 def fmt(samples: list[float], count: int) -> str:

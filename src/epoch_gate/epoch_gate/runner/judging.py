@@ -113,11 +113,15 @@ class Remote(_Refusing):
     __str__ = __repr__
 
     def __getattr__(self, name: str) -> Any:
+        data = self._data
+        if type(data) is dict and name in data:  # type: ignore[operator]
+            value = data[name]  # type: ignore[index]
+            kind = type(value)
+            if kind is dict or kind is list:
+                return _wrap(self._ref, name, f"{self._type}.{name}", value)
+            return value  # the hot path: a plain field
         if name.startswith("__"):
             raise AttributeError(name)
-        data = self._data
-        if type(data) is dict and name in data:
-            return _wrap(self._ref, name, f"{self._type}.{name}", data[name])  # type: ignore[index]
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:
@@ -260,13 +264,40 @@ def _encode_ref(value: object) -> object:
     raise TypeError(f"a {type(value).__name__} is not data")
 
 
+_TARGETS: dict[str, bytes] = {}  # a module name's encoded target, made once
+
+
+def _dump(value: object) -> bytes:
+    return json.dumps(value, default=_encode_ref, allow_nan=False, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+
+
+def _encode_call(session: Session, target: dict[str, object], args: tuple[object, ...],
+                 kwargs: dict[str, object]) -> bytes:
+    """The call as JSON bytes. An argument that is the record the predicate was given crosses as the
+    saved record's own bytes: the product always sees the record as saved, and nothing is re-encoded."""
+    name = target.get("m")
+    if type(name) is str:
+        head = _TARGETS.get(name)
+        if head is None:
+            head = _dump(target)
+            if len(_TARGETS) < 4096:
+                _TARGETS[name] = head
+    else:
+        head = _dump(target)
+    record, raw = session.record, session.raw
+    parts = [raw if argument is record else _dump(argument) for argument in args]
+    named = b",".join(_dump(key) + b":" + (raw if value is record else _dump(value))
+                      for key, value in kwargs.items())
+    return b"[" + head + b",[" + b",".join(parts) + b"],{" + named + b"}]"
+
+
 def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
     session = Session.current
     if session is None:
         raise OracleError("a product call outside a predicate's run")
     try:
-        encoded = json.dumps([target, args, kwargs], default=_encode_ref, allow_nan=False,
-                             separators=(",", ":"), ensure_ascii=False).encode()
+        encoded = _encode_call(session, target, args, kwargs)
     except (TypeError, ValueError, RecursionError) as exc:
         raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
     return session.call(encoded)
@@ -309,25 +340,35 @@ def _top(ref: list[object], type_name: str, data: object) -> Any:
 
 
 class Session:
-    """One record's run of a predicate: its calls so far with their answers, replayed in order."""
+    """One record's run of a predicate: its calls so far with their answers, replayed in order. The first
+    entry may be speculative (the call the property's predicate made first on every record so far, sent
+    before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending")
+    __slots__ = ("log", "position", "pending", "speculative", "record", "raw")
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
         self.position = 0
         self.pending: Optional[bytes] = None
+        self.speculative = False
+        self.record: object = None
+        self.raw = b""
 
     def call(self, encoded: bytes) -> Any:
         if self.position == len(self.log):
             self.pending = encoded
             raise _NeedAnswer
         sent, (kind, value) = self.log[self.position]
-        self.position += 1
         if sent != encoded:
+            if self.speculative and self.position == 0:  # the guess was wrong: ask for this call instead
+                self.log.clear()
+                self.speculative = False
+                self.pending = encoded
+                raise _NeedAnswer
             raise OracleError("the predicate is not deterministic: on a rerun with the same answers it made "
                               f"another call ({encoded[:120]!r}, not {sent[:120]!r})")
+        self.position += 1
         if kind == "value":
             return value
         if kind == "raised":
@@ -345,7 +386,7 @@ class Verdict:
 
 
 HELD = Verdict(True)
-PREDICATE_ERROR, HANDLE_MISUSED = "predicate-error", "handle-misused"
+PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle-misused", "artifact-malformed"
 
 
 def _own_frame(exc: BaseException) -> str:
@@ -355,10 +396,14 @@ def _own_frame(exc: BaseException) -> str:
 
 def run(predicate: Callable[[object, Product], object], raw: bytes, session: Session) -> Optional[Verdict]:
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`)."""
-    session.position, session.pending = 0, None
+    try:
+        record = json.loads(raw)  # parsed afresh on every run: a predicate may mutate its record
+    except (ValueError, RecursionError) as exc:
+        return Verdict(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
+    session.position, session.pending, session.record, session.raw = 0, None, record, raw
     Session.current = session
     try:
-        verdict = predicate(json.loads(raw), PRODUCT)  # parsed afresh: a predicate may mutate its record
+        verdict = predicate(record, PRODUCT)
     except _NeedAnswer:
         return None
     except ProductFailure as exc:
