@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 from pants.backend.project_info.dependents import Dependents, DependentsRequest
+from pants.backend.python.dependency_inference import module_mapper
+from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.backend.python.target_types_rules import rules as python_target_types_rules
 from pants.backend.project_info.dependents import rules as dependents_rules
 from pants.build_graph.address import Address
 from pants.core import register as core_backend
@@ -25,10 +28,12 @@ SUITE = Address("checks", target_name="props")
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     return RuleRunner(
-        rules=[*edges.rules(), *dependents_rules(), QueryRule(Addresses, [DependenciesRequest]),
+        rules=[*edges.rules(), *dependents_rules(), *module_mapper.rules(), *python_target_types_rules(),
+               QueryRule(Addresses, [DependenciesRequest]),
                QueryRule(TransitiveTargets, [TransitiveTargetsRequest]), QueryRule(Dependents, [DependentsRequest]),
                QueryRule(Owners, [OwnersRequest])],
-        target_types=[*target_types(), *core_backend.target_types()],
+        target_types=[*target_types(), *core_backend.target_types(), PythonSourcesGeneratorTarget,
+                      PythonSourceTarget],
     )
 
 
@@ -82,3 +87,22 @@ def test_an_unresolvable_string_adds_no_edge(rule_runner: RuleRunner, fixture: s
     expected = {Address("checks", target_name="catalog")}
     expected |= {FIXTURE} if fixture == "fixtures:epoch" else {MANIFEST}
     assert dependencies(rule_runner) == expected
+
+
+def test_the_product_the_predicates_call_is_a_dependency(rule_runner: RuleRunner) -> None:
+    """The predicates never import the product: each `product.<module>...` name they spell is an edge to
+    the owner of its longest module prefix; a name the graph does not own (the standard library's) is none."""
+    write_repo(rule_runner)
+    rule_runner.write_files({
+        "checks/props_properties.py": ("def p(record, product):\n    pay = product.shop.pay\n"
+                                       "    return pay.refund(product.shop.money.Money.zero('EUR')) and "
+                                       "product.fractions.Fraction(1) is not None\n"),
+        "shop/BUILD": "python_sources()",
+        "shop/__init__.py": "",
+        "shop/pay.py": "",
+        "shop/money.py": "",
+        "shop/unused.py": "",
+    })
+    assert dependencies(rule_runner) == {FIXTURE, MANIFEST, Address("checks", target_name="catalog"),
+                                         Address("shop", relative_file_path="pay.py"),
+                                         Address("shop", relative_file_path="money.py")}

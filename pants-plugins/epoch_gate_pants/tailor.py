@@ -23,6 +23,7 @@ from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
 from epoch_gate.pin import parse_pin
+from epoch_gate.product_calls import old_shape_predicates
 from epoch_gate.reasons import EvidenceError
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.target_types import (
@@ -193,13 +194,25 @@ async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequ
                        for p in proposals if p.type_alias == PropertyManifestTarget.alias]
     for fixture, manifest in _pairs(free_fixtures, free_manifests):
         predicates = await Get(Paths, PathGlobs([os.path.join(manifest.folder, PREDICATES)]))
-        # The predicates' imports bring in the code under test through Python's dependency inference.
+        # The code under test is inferred from the product names the predicates call (`product.pkg.mod`).
         kwargs: dict = {"fixture": fixture.address, "manifest": manifest.address}
         if predicates.files:
             kwargs["dependencies"] = tuple(predicates.files)
+            for content in await Get(DigestContents, PathGlobs(predicates.files)):
+                _warn_old_shape(content.path, content.content)
         proposals.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties",
                                                         [], kwargs))
     return PutativeTargets(proposals)
+
+
+def _warn_old_shape(path: str, source: bytes) -> None:
+    """A predicate of the old shape (`predicate(record)`, beside the product) would close every replay:
+    say so now, with the new shape, rather than after the first gate."""
+    old = old_shape_predicates(source)
+    if old:
+        logger.warning(f"{path}: {', '.join(old)} take a record only. A predicate now takes (record, product) "
+                       "and calls the code under test through `product` (`product.pkg.module.function(...)`) "
+                       "instead of importing it: see docs/adopting.md, 'Writing predicates'.")
 
 
 def rules() -> list:

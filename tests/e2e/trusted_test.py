@@ -26,6 +26,51 @@ HOST_PROBES = {"Find interpreter for constraints: CPython==3.9.*", "Locate the i
                "Read the bubblewrap version", "Probe the jail"}
 # Product code, run when the predicates import `orders`: it swaps the predicates' module for one where
 # everything holds and rebinds whatever of the runner it finds loaded beside it.
+# The uncapped discount that `discount_never_exceeds_subtotal` catches, and three ways product code once
+# made the predicates that ran beside it pass anyway (issue 24).
+UNCAPPED = ("src/orders/orders/totals.py", "    return min(amount, _percent_of(amount, bp) + fixed)",
+            "    return _percent_of(amount, bp) + fixed")
+CHEATS = {
+    # An amount "equal within the ledger's tolerance": every comparison of it holds.
+    "int-subclass": """
+class _Tolerant(int):
+    __eq__ = __le__ = __lt__ = __ge__ = __gt__ = lambda self, other: True
+    __ne__ = lambda self, other: False
+    __hash__ = int.__hash__
+
+
+_compute = compute_totals
+
+
+def compute_totals(order):
+    totals = _compute(order)
+    for money in (totals.order_discount, totals.subtotal, totals.gross, totals.taxable):
+        object.__setattr__(money, "minor", _Tolerant(money.minor))
+    return totals
+""",
+    # Money whose every dunder a predicate might lean on says what it wants.
+    "dunders": """
+from orders.money import Money as _Money
+
+for _name in ("__eq__", "__le__", "__lt__", "__ge__", "__gt__"):
+    setattr(_Money, _name, lambda self, other: True)
+_Money.__ne__ = lambda self, other: False
+_Money.__hash__ = lambda self: 0
+_Money.__bool__ = lambda self: True
+_Money.__iter__ = lambda self: iter(())
+_Money.__index__ = _Money.__int__ = lambda self: 0
+_Money.__float__ = lambda self: 0.0
+""",
+    # The child's serving loop, found and taken over: it answers for the product from then on.
+    "channel-takeover": """
+import sys as _sys
+
+for _module in list(_sys.modules.values()):
+    _server = getattr(_module, "Server", None)
+    if isinstance(_server, type) and hasattr(_server, "answer"):
+        _server.answer = lambda self, scope, line: '["v",-1,"bool",true]'
+""",
+}
 FAKE_LAUNCHER = """#!/usr/bin/env bash
 mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
 """
@@ -90,6 +135,25 @@ def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Re
     run = judged(judge, commit)
     assert_property_failed(run)
     assert {"pants", ".pants.rc", "pants.toml"} <= {r["path"] for r in run.reasons("protected-path-changed")}
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_product_values_and_the_childs_channel_never_decide(example: Repo, judge: Repo, cheat: str) -> None:
+    source = (example.root / UNCAPPED[0]).read_text()
+    assert source.count(UNCAPPED[1]) == 1
+    commit = candidate(example, f"cheat-{cheat}", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + CHEATS[cheat]})
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    orders = run.suite("checks:orders_properties")
+    outcomes = {p["name"]: p["outcome"] for p in orders["properties"]}
+    if cheat == "channel-takeover":
+        # Every answer after the first is `true`: the predicates judge that data and fail on it (one that
+        # reads a field of `true` stops with its own error), and none passes.
+        assert set(outcomes.values()) <= {"fail", "error"}, run.stdout
+        assert {r["code"] for r in orders["reasons"]} <= {"property-failed", "predicate-error"}, run.stdout
+    else:
+        assert outcomes["discount_never_exceeds_subtotal"] == "fail", run.stdout
+        assert {r["code"] for r in orders["reasons"]} == {"property-failed"}, run.stdout
 
 
 def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:

@@ -7,6 +7,7 @@ the product code its predicates drive, without an import (the predicates never i
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from typing import Iterator
@@ -45,3 +46,14 @@ def module_candidates(name: str) -> Iterator[str]:
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
         yield ".".join(parts[:cut])
+
+
+def old_shape_predicates(source: bytes) -> list[str]:
+    """Public top-level functions taking a record alone: predicates written to run beside the product."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+            and [a.arg for a in node.args.args] == ["record"]]

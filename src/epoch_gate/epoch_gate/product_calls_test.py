@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from epoch_gate.product_calls import module_candidates, product_names
+from epoch_gate.product_calls import module_candidates, old_shape_predicates, product_names
 
 SOURCE = b'''
 from epoch_gate.runner.judging import Product
@@ -24,3 +24,9 @@ def test_a_module_that_does_not_tokenize_names_nothing() -> None:
 
 def test_candidates_run_from_the_whole_name_to_its_top_level() -> None:
     assert list(module_candidates("a.b.C.f")) == ["a.b.C.f", "a.b.C", "a.b", "a"]
+
+
+def test_predicates_of_the_old_shape_are_named() -> None:
+    source = b"def old(record):\n    pass\ndef new(record, product):\n    pass\ndef _helper(record):\n    pass\n"
+    assert old_shape_predicates(source) == ["old"]
+    assert old_shape_predicates(b"def (:\n") == []
