@@ -104,8 +104,8 @@ async def infer_product_owners(request: _ProductRequest, python_setup: PythonSet
     contents = await Get(DigestContents, Digest, sources.snapshot.digest)
     names = sorted(set().union(*(product_names(c.content) for c in contents)))
     candidates = sorted({module for name in names for module in module_candidates(name)})
-    owners = await MultiGet(Get(PythonModuleOwners, PythonModuleOwnersRequest(module, python_setup.default_resolve))
-                            for module in candidates)
+    resolve = python_setup.default_resolve if python_setup.enable_resolves else None
+    owners = await MultiGet(Get(PythonModuleOwners, PythonModuleOwnersRequest(module, resolve)) for module in candidates)
     owned = {module: found.unambiguous for module, found in zip(candidates, owners) if found.unambiguous}
     found: set[Address] = set()
     for name in names:

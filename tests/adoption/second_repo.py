@@ -81,15 +81,12 @@ def discounted(cents: int, discount_pct: int) -> int:
 '''
 
 PREDICATES = '''\
-from shop.prices import discounted
+def discount_never_negative(record, product) -> bool:
+    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0
 
 
-def discount_never_negative(record: dict) -> bool:
-    return discounted(record["cents"], record["discount_pct"]) >= 0
-
-
-def discount_never_raises(record: dict) -> bool:
-    return discounted(record["cents"], record["discount_pct"]) <= record["cents"]
+def discount_never_raises(record, product) -> bool:
+    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) <= record["cents"]
 '''
 
 # Block style, as docs/adopting.md shows it: a comma in a description is just text.

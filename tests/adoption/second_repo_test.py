@@ -13,7 +13,8 @@ import yaml
 from epoch_gate.attestation import layout_problems
 from tests.adoption.second_repo import NewRepo, documented_commands
 
-LOOSENED = ('    return discounted(record["cents"], record["discount_pct"]) >= 0\n', "    return True\n")
+LOOSENED = ('    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',
+            "    return True\n")
 
 
 @pytest.fixture(scope="module")

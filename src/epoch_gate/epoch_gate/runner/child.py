@@ -26,6 +26,7 @@ from epoch_gate.runner.finder import SandboxFinder
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 RUNNER_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+_REF_TEXT = json.dumps(protocol.REF).encode()  # how a reference's key reads in a call's JSON
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
 
 
@@ -75,7 +76,8 @@ class Server:
     def read_call(self, line: bytes) -> object:
         self.unresolved = ""
         try:
-            call = json.loads(line, object_hook=self._argument)
+            # The hook runs in Python for every object of the call: only when there is a reference to find.
+            call = json.loads(line, object_hook=self._argument) if _REF_TEXT in line else json.loads(line)
         except (ValueError, RecursionError):
             raise protocol.ProtocolError("a call that is not JSON") from None
         if self.unresolved:
