@@ -341,7 +341,7 @@ def candidate_files(runner: RuleRunner, files: dict[str, str],
     return CandidateFiles(digest, irregular)
 
 
-def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRunner) -> None:
+def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
     candidate = candidate_files(rule_runner, {
         "src/payments_lib.py": "from pkg import rules\nimport helper\n",
@@ -355,17 +355,22 @@ def test_the_candidate_closure_is_what_the_predicates_import(rule_runner: RuleRu
         "src/pkg/sub/engine.py": "",
         "src/other/__init__.py": "import helper\n",  # a package nothing imports: it does not ship
         "src/unrelated.py": "import helper\n",
-        "src/probes/orders_probe.py": "",  # a probe module: the child imports it by name
-        "checks/props.py": "def refund_le_captured(record):\n    return True\n",  # the candidate's oracle copy
+        "src/epoch_gate/__init__.py": "",  # the runner's package: the trusted plugin's copy runs, never this
+        "src/epoch_gate/runner/__init__.py": "",
+        "src/epoch_gate/runner/judging.py": "def refused(*a):\n    return True\n",
+        "checks/props.py": "def refund_le_captured(record, product):\n    return True\n",  # the candidate's oracle copy
     }, irregular=(("src/pkg/link.py", "a symlink"), ("src/elsewhere/link.py", "a symlink")))
-    oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", PREDICATES.encode())])])
+    # The predicates import the runner's API and call the product by name: the closure starts from the
+    # product modules the suite depends on in the trusted graph.
+    predicates = "from epoch_gate.runner.judging import refused\n" + PREDICATES
+    oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", predicates.encode())])])
     closure = rule_runner.request(CandidateClosure, [CandidateClosureRequest(
-        candidate, oracle, (("checks/props.py", "checks/props.py"),), ("probes.orders_probe",))])
+        candidate, oracle, (("checks/props.py", "checks/props.py"),), ("payments_lib",))])
     assert dict(closure.places) == {
         "src/payments_lib.py": "payments_lib.py", "src/helper.py": "helper.py", "src/pkg/__init__.py": "pkg/__init__.py",
         "src/pkg/rules.py": "pkg/rules.py", "src/pkg/tables.py": "pkg/tables.py", "src/pkg/rates.json": "pkg/rates.json",
         "src/pkg/fast.py": "pkg/fast.py", "src/pkg/sub/__init__.py": "pkg/sub/__init__.py",
-        "src/pkg/sub/engine.py": "pkg/sub/engine.py", "src/probes/orders_probe.py": "probes/orders_probe.py"}
+        "src/pkg/sub/engine.py": "pkg/sub/engine.py"}
     assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
 
 
