@@ -5,6 +5,7 @@ call, and check how it ended."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import queue
@@ -27,6 +28,56 @@ CHILD_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runn
 
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module only from Python 3.10
 PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged process
+
+
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
+MAX_ORPHAN_ROUNDS = 100
+
+
+def guard_parent() -> None:
+    """Before the child starts: no process of the same uid may read or write this one's memory
+    (/proc/<pid>/mem, ptrace), and every process the child leaves behind is reparented here, where
+    `kill_orphans` ends it before any output is written. Linux only; elsewhere the jail must hold."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    for option, value in ((PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1)):
+        with contextlib.suppress(AttributeError):
+            libc.prctl(option, value, 0, 0, 0)
+
+
+def _children() -> list[int]:
+    me = str(os.getpid())
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1].decode() == me:
+                found.append(int(entry))
+    return found
+
+
+def kill_orphans() -> None:
+    """Kills and reaps every child of this process (the orphans the replay's child left, reparented
+    here) until none is left; raises ChildFailed if they keep coming."""
+    if not os.path.isdir("/proc"):
+        return
+    for _ in range(MAX_ORPHAN_ROUNDS):
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    raise ChildFailed(Code.RUNNER_PROTOCOL, "the processes the child started would not end")
 
 
 class ChildFailed(Exception):
@@ -85,14 +136,15 @@ class Channel:
 
     def _end(self) -> int:
         """Waits for the child to exit, then kills its whole process group before reaping it (while the
-        group's id cannot be reused): a process the child forked would otherwise outlive it and could
-        rewrite the outputs the parent writes once the child is done. One that left the group (setsid)
-        is not reached here; the jail kills it when the parent exits (bwrap --die-with-parent, its own
-        PID namespace), after the outputs are written."""
+        group's id cannot be reused), then every process it left behind: a process the child forked would
+        otherwise outlive it and could rewrite the outputs the parent writes once the child is done. One
+        that left the group (setsid) was reparented to this process, a child subreaper (`guard_parent`)."""
         if self._process.returncode is None:
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._kill_group()
-        return self._process.wait()
+        status = self._process.wait()
+        kill_orphans()
+        return status
 
     def healthy(self) -> bool:
         return self._failure is None
@@ -134,9 +186,11 @@ class Channel:
             self._writer.join()
             if self._broken is not None:
                 problem = f"the child stopped reading: {self._broken}"
+            # Everything the child started is dead before the rest of the channel is read: a process it
+            # left behind holding the pipe open cannot hold the parent here.
+            status = self._end()
             if process.stdout.read(1):
                 problem = "the child wrote more than its answers on the protocol channel"
-            status = self._end()
             if status and not problem:
                 problem = f"the child exited {status} after its answers"
         self._end()

@@ -122,3 +122,15 @@ def test_the_child_dies_with_its_runner(tmp_path: Path) -> None:
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     raise AssertionError("the child outlived its runner")
+
+
+def test_the_parent_guards_its_memory_and_adopts_what_the_child_leaves() -> None:
+    """No process of the same uid may open /proc/<parent>/mem or ptrace it, and an orphan of the child's
+    is reparented to the parent (to be killed before any output), not to init."""
+    import ctypes
+
+    channel.guard_parent()
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = ctypes.c_int(-1)
+    assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
+    assert libc.prctl(37, ctypes.byref(value), 0, 0, 0) == 0 and value.value == 1  # PR_GET_CHILD_SUBREAPER

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
@@ -59,7 +59,7 @@ class Server:
         value = kept[handle]
         for step in path:
             try:
-                value = value[step] if type(step) is int or type(value) is dict else getattr(value, step)
+                value = value[step] if type(step) is int or isinstance(value, Mapping) else getattr(value, step)
             except Exception as exc:  # noqa: BLE001 - the parent asked for a part the value does not have
                 raise Unresolved(f"no part {step!r} of a {type(value).__name__}: {type(exc).__name__}") from None
         return value
@@ -109,14 +109,16 @@ class Server:
             function = self._target(call[0])  # type: ignore[index]
             args, kwargs = call[1], call[2]  # type: ignore[index]
         except Unresolved as exc:
-            return json.dumps(["u", str(exc)[:500]])
+            return json.dumps(["u", str(exc)[:500]])  # ASCII (json.dumps' default): the frame always encodes
+        except BaseException as exc:  # noqa: BLE001 - the product's module raised on import: its failure
+            return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         try:
             result = function(*args, **kwargs)
             text = data.encode(result)
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
-        except Exception as exc:  # noqa: BLE001 - the product failed on this call: its answer
+        except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
             return '["v",-1,%s,%s]' % (json.dumps(type(result).__name__), text)
@@ -155,9 +157,7 @@ def _import(name: str) -> object:
                 continue  # a parent of the prefix is missing: try a shorter one
             if exc.name == module_name:
                 continue
-            raise Unresolved(f"importing {module_name} failed: {data.message(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - the product's module raised on import
-            raise Unresolved(f"importing {module_name} raised {type(exc).__name__}: {data.message(exc)}") from None
+            raise  # the module is there and its own import failed: the product's failure
         for attribute in parts[cut:]:
             try:
                 value = getattr(value, attribute)

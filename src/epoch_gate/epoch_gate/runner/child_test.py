@@ -342,6 +342,41 @@ def test_a_lingering_grandchild_cannot_rewrite_the_outputs(tmp_path: Path) -> No
     assert all(path.read_bytes() != b"forged" for path in (tmp_path / "out" / "observations").iterdir())
 
 
+# At import in the child: a grandchild that leaves the child's session (so no kill of its process group
+# reaches it), waits for the parent's summary, stops the parent, rewrites every outcome and resumes it.
+DETACHED = """
+import json, os, pathlib, signal, time
+parent = os.getppid()
+if os.fork() == 0:
+    os.setsid()
+    os.closerange(0, 1024)
+    out = pathlib.Path("../out/replay.json")
+    for _ in range(20000):
+        if out.exists():
+            os.kill(parent, signal.SIGSTOP)
+            data = json.loads(out.read_text())
+            for p in data["properties"]:
+                p.update(outcome="pass", observations=[], detail="", failures=0, first_failure=0)
+            out.write_text(json.dumps(data))
+            pathlib.Path("../rewrote").write_text("")
+            os.kill(parent, signal.SIGCONT)
+            break
+        time.sleep(0.001)
+    os._exit(0)
+def amount(record):
+    return record["amount"]
+"""
+
+
+def test_a_detached_grandchild_is_dead_before_any_output_is_written(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, POSITIVE, DETACHED)
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures) == ("fail", 1)
+    time.sleep(1)  # long enough for a surviving grandchild to have done it
+    assert not (tmp_path / "rewrote").exists()
+    assert json.loads((tmp_path / "out" / "replay.json").read_text())["properties"][0]["outcome"] == "fail"
+
+
 def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -> None:
     """The product, at import, rewrites the world (same lines, record 7 now positive) before the second
     property's records are read: the parent streams the bytes it hashed before the child started."""

@@ -92,7 +92,8 @@ def encode(value: object) -> str:
 
 def _checked(value: object) -> str:
     try:
-        text = json.dumps(value, default=to_data, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        # ASCII: a lone surrogate (os.fsdecode's) crosses escaped, and the frame always encodes.
+        text = json.dumps(value, default=to_data, allow_nan=False, separators=(",", ":"))
     except ValueError as exc:  # NaN, Infinity, or a cycle
         raise NotData(str(exc)) from None
     except RecursionError:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 from epoch_gate.runner.protocol import REF
+from epoch_gate.text import from_os
 
 MAX_DETAIL = 2000
 
@@ -97,6 +98,7 @@ class _Refusing:
     __int__ = __index__ = _misuse("as an int")
     __float__ = __complex__ = __round__ = _misuse("as a number")
     __reversed__ = _misuse("as a sequence")
+    __str__ = __format__ = _misuse("as text (str, format, an f-string)")
 
 
 class Remote(_Refusing):
@@ -109,8 +111,6 @@ class Remote(_Refusing):
 
     def __repr__(self) -> str:
         return f"<product {self._type}>"
-
-    __str__ = __repr__
 
     def __getattr__(self, name: str) -> Any:
         data = self._data
@@ -154,8 +154,6 @@ class Method(_Refusing):
     def __repr__(self) -> str:
         return f"<product {self._of._type}.{self._name}>"
 
-    __str__ = __repr__
-
     def __call__(self, *args: object, **kwargs: object) -> Any:
         ref = self._of._ref
         return _call({"h": [ref[0], ref[1], [*ref[2], self._name]]}, args, kwargs)  # type: ignore[misc]
@@ -191,8 +189,6 @@ class Name(_Refusing):
 
     def __repr__(self) -> str:
         return f"<product {self._name}>"
-
-    __str__ = __repr__
 
     def __getattr__(self, name: str) -> Name:
         if name.startswith("__"):
@@ -272,10 +268,8 @@ def _dump(value: object) -> bytes:
                       ensure_ascii=False).encode()
 
 
-def _encode_call(session: Session, target: dict[str, object], args: tuple[object, ...],
-                 kwargs: dict[str, object]) -> bytes:
-    """The call as JSON bytes. An argument that is the record the predicate was given crosses as the
-    saved record's own bytes: the product always sees the record as saved, and nothing is re-encoded."""
+def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
+    """The call as JSON bytes, each argument as it is now (a record the predicate changed crosses changed)."""
     name = target.get("m")
     if type(name) is str:
         head = _TARGETS.get(name)
@@ -285,11 +279,8 @@ def _encode_call(session: Session, target: dict[str, object], args: tuple[object
                 _TARGETS[name] = head
     else:
         head = _dump(target)
-    record, raw = session.record, session.raw
-    parts = [raw if argument is record else _dump(argument) for argument in args]
-    named = b",".join(_dump(key) + b":" + (raw if value is record else _dump(value))
-                      for key, value in kwargs.items())
-    return b"[" + head + b",[" + b",".join(parts) + b"],{" + named + b"}]"
+    return b"[" + head + b",[" + b",".join(map(_dump, args)) + b"],{" + b",".join(
+        _dump(key) + b":" + _dump(value) for key, value in kwargs.items()) + b"}]"
 
 
 def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
@@ -297,7 +288,7 @@ def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str,
     if session is None:
         raise OracleError("a product call outside a predicate's run")
     try:
-        encoded = _encode_call(session, target, args, kwargs)
+        encoded = _encode_call(target, args, kwargs)
     except (TypeError, ValueError, RecursionError) as exc:
         raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
     return session.call(encoded)
@@ -320,7 +311,10 @@ def decode(scope: int, answer: list[object]) -> Answer:
     kind = answer[0]
     if kind == "v":
         _, handle, type_name, data = answer
-        return "value", _top([scope, handle, []], str(type_name), data)
+        try:
+            return "value", _top([scope, handle, []], str(type_name), data)
+        except RecursionError:
+            return "value", Remote([scope, handle, []], str(type_name), None, "nested too deeply to read")
     if kind == "o":
         _, handle, type_name, why = answer
         return "value", Remote([scope, handle, []], str(type_name), None, str(why))
@@ -345,15 +339,13 @@ class Session:
     before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending", "speculative", "record", "raw")
+    __slots__ = ("log", "position", "pending", "speculative")
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
         self.position = 0
         self.pending: Optional[bytes] = None
         self.speculative = False
-        self.record: object = None
-        self.raw = b""
 
     def call(self, encoded: bytes) -> Any:
         if self.position == len(self.log):
@@ -390,7 +382,8 @@ PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle
 
 
 def _own_frame(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    # No source lines: reading them would open the sandbox's files, which the child may have replaced.
+    frames = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
     return f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
 
 
@@ -400,22 +393,22 @@ def run(predicate: Callable[[object, Product], object], raw: bytes, session: Ses
         record = json.loads(raw)  # parsed afresh on every run: a predicate may mutate its record
     except (ValueError, RecursionError) as exc:
         return Verdict(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
-    session.position, session.pending, session.record, session.raw = 0, None, record, raw
+    session.position, session.pending = 0, None
     Session.current = session
     try:
         verdict = predicate(record, PRODUCT)
     except _NeedAnswer:
         return None
     except ProductFailure as exc:
-        return None if session.pending is not None else Verdict(False, exc.describe()[:MAX_DETAIL])  # type: ignore[attr-defined]
+        return None if session.pending is not None else Verdict(False, from_os(exc.describe())[:MAX_DETAIL])  # type: ignore[attr-defined]
     except HandleMisused as exc:
-        return None if session.pending is not None else Verdict(False, str(exc)[:MAX_DETAIL], HANDLE_MISUSED)
+        return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], HANDLE_MISUSED)
     except OracleError as exc:
-        return None if session.pending is not None else Verdict(False, str(exc)[:MAX_DETAIL], PREDICATE_ERROR)
+        return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], PREDICATE_ERROR)
     except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
         if session.pending is not None:
             return None
-        return Verdict(False, f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}"[:MAX_DETAIL],
+        return Verdict(False, from_os(f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}")[:MAX_DETAIL],
                        PREDICATE_ERROR)
     finally:
         Session.current = None

@@ -36,7 +36,7 @@ from epoch_gate.observations import Observation, make_observation, write_observa
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging
-from epoch_gate.runner.channel import Channel, ChildFailed
+from epoch_gate.runner.channel import Channel, ChildFailed, guard_parent
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.world import LoadedWorld, load_world, record_batches
 
@@ -353,6 +353,7 @@ def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str
         predicates = [_load_predicate(prop) for prop in manifest.properties]
     close_imports(child.sandbox)
     product_names = set(child.sandbox_names) - set(child.oracle_names)
+    guard_parent()
     channel = Channel(child.sandbox, product_names, child.child_path)
     scopes = _Scopes()
     try:

@@ -22,6 +22,7 @@ Stdlib only: the child imports it before anything of the product.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from typing import BinaryIO, Optional
 
@@ -69,10 +70,17 @@ def _refuse_constant(token: str) -> object:
     raise ValueError(f"{token} is not JSON")
 
 
+def _finite(token: str) -> float:
+    value = float(token)
+    if value in (math.inf, -math.inf):  # 1e999 is JSON's text for a number no float holds
+        raise ValueError(f"{token[:40]} is not a finite number")
+    return value
+
+
 def loads(payload: bytes) -> object:
-    """JSON as the parent reads what the child says: no NaN or Infinity, plain values only."""
+    """JSON as the parent reads what the child says: finite numbers, plain values only."""
     try:
-        return json.loads(payload, parse_constant=_refuse_constant)
+        return json.loads(payload, parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"a payload that is not JSON ({type(exc).__name__})") from None
 
@@ -93,7 +101,8 @@ def parse_answers(payload: bytes, count: int) -> list[list[object]]:
             raise ProtocolError("an answer of an unknown kind")
         kind, rest = answer[0], answer[1:]
         if kind == "v":
-            ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+            ok = (len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+                  and (rest[0] != -1 or type(rest[2]) not in (dict, list)))  # a value without a handle is a scalar
         elif kind == "o":
             ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
         elif kind == "x":
