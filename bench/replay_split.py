@@ -1,9 +1,14 @@
 """Benchmark of the replay's data boundary (the predicate in the parent, the product in a child that answers
 each call with data) against an in-process loop that calls the product and checks its objects directly,
 as a predicate did before the boundary. Same properties, same world.
-Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 3]`.
+Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 3] [--example SITE]`.
 Prints medians (min-max) of interleaved runs and the throughput ratio boundary / in-process (goal >= 0.8
-for single-call properties)."""
+for single-call properties).
+
+Two workloads: a synthetic product that does almost nothing per record (4 us: the boundary's own cost,
+worst case), and with `--example` the example's own orders product, world (its generator, scaled) and
+properties: the predicates as they are against the same laws as they were written beside the product
+(`checks/orders_properties.py` at OLD_PREDICATES, read from git)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,9 @@ import argparse
 import importlib
 import json
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,11 +116,11 @@ def order(rng: random.Random, number: int) -> dict[str, object]:
             "discount_minor": rng.choice([0, 0, 500, subtotal // 10]), "tax_bp": rng.choice([0, 700, 1900, 2000])}
 
 
-def in_process(world: Path, predicate: Callable[[dict], object]) -> int:
+def in_process(world: Path, predicate: Callable[[dict], object], bound: str = "orders") -> int:
     """The loop a predicate beside the product ran: parse each record afresh, evaluate, demand a bool."""
     held = 0
     world_sha256(world)
-    for _, witness in records(world, "orders"):
+    for _, witness in records(world, bound):
         verdict = predicate(json.loads(witness))
         held += verdict is True
     return held
@@ -128,11 +135,61 @@ def boundary(world: Path, sandbox: Path, out: Path, name: str) -> int:
     return outcome.records
 
 
+OLD_PREDICATES = "54bd105"  # the last commit whose predicates ran beside the product
+EXAMPLE = {"orders": ("tax_is_half_even_rounded", "discount_never_exceeds_subtotal"),  # one call
+           "payments": ("refund_le_captured",), "money": ("money_add_commutative",)}  # several calls
+
+
+def example(root: Path, count: int, runs: int, site: str) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    sandbox, here, world = root / "sandbox", root / "here", root / "world"
+    base = json.loads((repo / "fixtures/orders/base.json").read_text())
+    base["counts"] = {bound: count for bound in base["counts"]}
+    (root / "base.json").write_text(json.dumps(base))
+    subprocess.run([sys.executable, "-B", str(repo / "fixtures/generate_orders.py"), "--input", str(root / "base.json"),
+                    "--out", str(world)], check=True)
+    for folder in (sandbox / "checks", here / "old_checks"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    shutil.copytree(repo / "src/orders/orders", sandbox / "orders")
+    (sandbox / "checks" / "orders_properties.py").write_bytes((repo / "checks/orders_properties.py").read_bytes())
+    old = subprocess.run(["git", "show", f"{OLD_PREDICATES}:checks/orders_properties.py"], cwd=repo, check=True,
+                         capture_output=True).stdout
+    (here / "old_checks" / "orders_properties.py").write_bytes(old)  # its own name: the parent imports `checks`
+    sys.path[:0] = [str(here), str(repo / "src/orders"), site]
+    baseline = importlib.import_module("old_checks.orders_properties")
+    print(f"the example: {count} records per bound, {runs} interleaved runs each")
+    for bound, names in EXAMPLE.items():
+        for name in names:
+            ours: list[float] = []
+            theirs: list[float] = []
+            for run in range(runs):
+                start = time.perf_counter()
+                assert in_process(world, getattr(baseline, name), bound) == count
+                theirs.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                manifest = sample(Catalog((Property(name, bound, f"checks.orders_properties:{name}", "p."),)), 1, 1)
+                child = parent.Child(sandbox, ("orders",), (site,), oracle_names=("checks",))
+                result = parent.run(manifest, world, root / f"out-{name}-{run}", suite="s", epoch_id="b", child=child)
+                assert result.properties[0].outcome == "pass" and result.properties[0].records == count, result
+                ours.append(time.perf_counter() - start)
+            ratio = statistics.median(theirs) / statistics.median(ours)
+            print(f"{name}: boundary {fmt(ours, count)}; in-process {fmt(theirs, count)}; "
+                  f"throughput ratio boundary / in-process = {ratio:.2f}")
+
+
 def main() -> None:
     arguments = argparse.ArgumentParser()
     arguments.add_argument("--records", type=int, default=1_000_000)
     arguments.add_argument("--runs", type=int, default=3)
+    arguments.add_argument("--example", metavar="SITE",
+                           help="the example's product, world and properties; SITE: a folder holding attrs "
+                                "(`python3.9 -m pip install --target SITE attrs`)")
     args = arguments.parse_args()
+    if args.example:
+        with tempfile.TemporaryDirectory() as tmp:
+            example(Path(tmp), args.records, args.runs, args.example)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         sandbox, here, world = root / "sandbox", root / "here", root / "world"

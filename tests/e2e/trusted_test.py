@@ -68,7 +68,7 @@ import sys as _sys
 for _module in list(_sys.modules.values()):
     _server = getattr(_module, "Server", None)
     if isinstance(_server, type) and hasattr(_server, "answer"):
-        _server.answer = lambda self, scope, line: '["v",-1,"bool",true]'
+        _server.answer = lambda self, scope, line: '["v",-1,"bool",true,{}]'
 """,
 }
 FAKE_LAUNCHER = """#!/usr/bin/env bash

@@ -31,7 +31,7 @@ while True:
         sys.exit(0)
     if mode == "exits" and answered:
         sys.exit(0)
-    answers = b"[" + b",".join([b'["v",-1,"int",1]'] * count) + b"]"
+    answers = b"[" + b",".join([b'["v",-1,"int",1,{{}}]'] * count) + b"]"
     if mode == "not JSON":
         answers = b"[1"
     if mode == "an unknown answer":

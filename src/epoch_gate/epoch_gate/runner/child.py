@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import importlib
 import json
 import operator
@@ -93,6 +94,9 @@ class Server:
                 found = self._handle(value)
             elif kind == "op" and value in _OPERATORS:
                 found = _OPERATORS[value]  # type: ignore[index]
+            elif kind == "p":  # the properties of a value the child holds
+                held = self._handle(value)
+                return lambda: data.properties(held)
             else:
                 raise Unresolved(f"an unknown target {kind!r}")
             if not callable(found):
@@ -114,16 +118,16 @@ class Server:
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         try:
             result = function(*args, **kwargs)
-            text = data.encode(result)
+            text, own = data.encode(result)
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
-            return '["v",-1,%s,%s]' % (json.dumps(type(result).__name__), text)
+            return '["v",-1,%s,%s,{}]' % (json.dumps(type(result).__name__), text)
         kept.append(result)
-        return '["v",%d,%s,%s]' % (len(kept) - 1, json.dumps(type(result).__name__), text)
+        return '["v",%d,%s,%s,%s]' % (len(kept) - 1, json.dumps(type(result).__name__), text, own)
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
@@ -199,6 +203,7 @@ def _die_with(parent: int) -> None:
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
+    gc.set_threshold(100_000, 50, 100)  # as the parent's (parent.GC_THRESHOLDS): answers are many small containers
     _die_with(args.parent)
     channel_in, channel_out = _private_channel()
     sys.meta_path.append(SandboxFinder((n for n in args.sandbox_names.split(",") if n), Path.cwd()))

@@ -69,6 +69,46 @@ def test_an_honest_run_passes_and_fails_while_the_product_prints_to_stdout(tmp_p
     assert (outcomes["small"].outcome, outcomes["small"].records) == ("pass", 20)
 
 
+def test_the_child_ending_early_is_an_error(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, POSITIVE, """
+        import os
+        def amount(record):
+            if record["id"] == 12:
+                os._exit(0)
+            return record["amount"]
+    """)
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "runner-protocol")
+    assert "ended early" in outcome.detail
+
+
+# Finds the child's protocol channel (a pipe open for writing, other than fds 0-2) and writes to it.
+WRITE_TO_CHANNEL = """
+import fcntl, os, stat
+def channel_write(data):
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+                os.write(fd, data)
+        except OSError:
+            pass
+def amount(record):
+    return record["amount"]
+"""
+# A well-formed frame of eight answers, each "holds": one frame too many, whenever it lands.
+FORGED = ("import struct\nanswers = b'[' + b','.join([b'[\"v\",-1,\"bool\",true,{}]'] * 8) + b']'\n"
+          "channel_write(struct.pack('>cI', b'A', len(answers)) + answers)\n")
+
+
+@pytest.mark.parametrize("when", ["channel_write(b'1')\n",  # amid the answers: a broken frame
+                                  FORGED])
+def test_extra_bytes_on_the_protocol_channel_are_an_error(tmp_path: Path, when: str) -> None:
+    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return True\n", WRITE_TO_CHANNEL + when,
+                    records=16)
+    outcomes = replayed(world, prop("positive"), prop("small", "small"))
+    assert {(o.outcome, o.error_code) for o in outcomes.values()} == {("error", "runner-protocol")}
+
+
 # Every way a product value could decide for the predicate: whatever its methods say, only its data
 # crosses, and the predicate compares that. Each product below has the bug on record 7 (a negative amount).
 CHEATS = {
@@ -204,7 +244,7 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
     world = sandbox(tmp_path, POSITIVE + "\ndef exact(record, product):\n"
                               "    return product.split_app.amount(record) == abs(record['amount'])\n", """
         from epoch_gate.runner import child
-        child.Server.answer = lambda self, scope, line: '["v",-1,"int",5]'
+        child.Server.answer = lambda self, scope, line: '["v",-1,"int",5,{}]'
         def amount(record):
             return record["amount"]
     """)

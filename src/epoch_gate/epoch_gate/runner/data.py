@@ -3,9 +3,11 @@
 `encode` is `json.dumps` with a `default` for the product's objects. The C encoder writes the value of
 an `int`, `float` or `str` subclass as the built-in type would (it never calls the subclass's methods),
 so an amount whose `==` always holds crosses as the number it is. Objects cross as JSON objects of their
-public fields and properties (dataclasses, attrs classes, plain classes), an Enum as its value, a
+public fields (dataclasses, attrs classes, plain classes), an Enum as its value, a
 Decimal or Fraction as its exact text. Anything else (a function, a generator, a NaN) is not data: the
-parent then gets a handle it can pass back, but nothing to read. Whatever this module writes is only
+parent then gets a handle it can pass back, but nothing to read. An answer's own properties cross
+with it; those of the objects inside it when a predicate first reads one (`properties`): computing
+them all would be product code no predicate asked for. Whatever this module writes is only
 the product's word: the parent parses it as JSON and judges the values itself.
 """
 
@@ -24,6 +26,7 @@ from typing import Any, Optional
 MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
 MAX_TRACEBACK = 1500
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_JSON_NATIVE = (int, float, str, list, tuple, dict, type(None))  # subclasses too: the encoder writes their values
 
 
 class NotData(Exception):
@@ -44,7 +47,8 @@ def _properties(cls: type) -> list[str]:
 
 
 def _fields(value: object) -> Optional[tuple[str, ...]]:
-    """The public names an object crosses with, per class: its fields, then its properties."""
+    """The public names an object crosses with, per class: its fields (its properties only on request:
+    reading them runs product code, which a predicate may not need)."""
     cls = type(value)
     names = _FIELDS.get(cls)
     if names is not None:
@@ -54,16 +58,26 @@ def _fields(value: object) -> Optional[tuple[str, ...]]:
     elif hasattr(cls, "__attrs_attrs__"):
         own = [a.name for a in cls.__attrs_attrs__]  # type: ignore[attr-defined]
     elif isinstance(getattr(value, "__dict__", None), dict):
-        own = [name for name in vars(value) if not name.startswith("_")]
-        return tuple(own + [p for p in _properties(cls) if p not in own])  # per instance: not cached
+        return tuple(name for name in vars(value) if not name.startswith("_"))  # per instance: not cached
     else:
         return None
-    names = _FIELDS[cls] = tuple(own + [p for p in _properties(cls) if p not in own])
+    names = _FIELDS[cls] = tuple(own)
     return names
+
+
+def properties(value: object) -> dict[str, object]:
+    """An object's public properties, by name: what a predicate reads of it beyond its fields."""
+    return {name: getattr(value, name) for name in _properties(type(value))}
 
 
 def to_data(value: Any) -> object:
     """json.dumps' `default`: called only for what is not already JSON."""
+    names = _FIELDS.get(type(value))
+    if names is not None:  # the hot path: a class already seen
+        try:
+            return {name: getattr(value, name) for name in names}
+        except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
+            raise _Raised(exc) from None
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (Decimal, Fraction)):
@@ -82,18 +96,32 @@ def to_data(value: Any) -> object:
         raise _Raised(exc) from None
 
 
-def encode(value: object) -> str:
-    """The value as JSON text. Raises NotData, or what the product's own properties raise."""
+# Made once (json.dumps with options builds an encoder per call). ASCII: a lone surrogate (os.fsdecode's)
+# crosses escaped, and the frame always encodes.
+_ENCODE = json.JSONEncoder(default=to_data, allow_nan=False, separators=(",", ":")).encode
+
+
+def encode(value: object) -> tuple[str, str]:
+    """An answer as JSON text: its value as data, and, for an object, its properties (the objects inside
+    it cross with their fields only: their properties when a predicate reads one). Raises NotData, or
+    what the product's own properties raise."""
     try:
-        return _checked(value)
+        text = _checked(value)
+        if (isinstance(value, _JSON_NATIVE) or callable(value) or isinstance(value, types.ModuleType)
+                or _fields(value) is None):
+            return text, "{}"
+        try:
+            own = properties(value)
+        except Exception as exc:  # noqa: BLE001 - a property raised: the product's failure
+            raise _Raised(exc) from None
+        return text, _checked(own)
     except _Raised as wrapped:
         raise wrapped.raised from None
 
 
 def _checked(value: object) -> str:
     try:
-        # ASCII: a lone surrogate (os.fsdecode's) crosses escaped, and the frame always encodes.
-        text = json.dumps(value, default=to_data, allow_nan=False, separators=(",", ":"))
+        text = _ENCODE(value)
     except ValueError as exc:  # NaN, Infinity, or a cycle
         raise NotData(str(exc)) from None
     except RecursionError:

@@ -24,6 +24,7 @@ differs on a rerun is a `predicate-error`).
 from __future__ import annotations
 
 import json
+import operator
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
@@ -104,10 +105,12 @@ class _Refusing:
 class Remote(_Refusing):
     """A value the product returned, or a part of it: data to read, a handle to pass back."""
 
-    __slots__ = ("_ref", "_type", "_data", "_why")
+    __slots__ = ("_ref", "_type", "_data", "_why", "_properties")
 
-    def __init__(self, ref: list[object], type_name: str, data: object, why: str = "") -> None:
+    def __init__(self, ref: list[object], type_name: str, data: object, why: str = "",
+                 properties: Optional[dict[str, object]] = None) -> None:
         self._ref, self._type, self._data, self._why = ref, type_name, data, why
+        self._properties = properties  # an answer's own, as they came with it; None: asked for when read
 
     def __repr__(self) -> str:
         return f"<product {self._type}>"
@@ -144,7 +147,9 @@ class Remote(_Refusing):
 
 
 class Method(_Refusing):
-    """`value.name` where the value's data has no field `name`: a method of the product's to call."""
+    """`value.name` where the value's fields have no `name`: a method of the product's when called, and
+    otherwise a property, read from the child the first time the predicate uses it as a value (all of
+    the object's properties at once, once per run of the predicate)."""
 
     __slots__ = ("_of", "_name")
 
@@ -161,22 +166,67 @@ class Method(_Refusing):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise self._missing()
+        return getattr(self._value(), name)
+
+    def __getitem__(self, key: object) -> Any:
+        return self._value()[key]
+
+    def _value(self) -> Any:
+        of = self._of
+        if of._why or of._ref[1] == -1:
+            raise self._missing()
+        data = of._properties
+        if data is None:
+            session = Session.current
+            key = repr(of._ref)
+            found = session.properties.get(key) if session is not None else None
+            if found is None:
+                found = _call({"p": of._ref}, (), {})
+                if session is not None:
+                    session.properties[key] = found
+            data = found._data if isinstance(found, Remote) else None
+        if type(data) is not dict or self._name not in data:
+            raise self._missing()
+        return _wrap(of._ref, self._name, f"{of._type}.{self._name}", data[self._name])
 
     def _missing(self) -> NotData:
         why = f" ({self._of._why})" if self._of._why else ""
         return NotData(f"{self._of._type} has no field {self._name}{why}")
 
 
-def _field_missing(self: Method, *_: object) -> Any:
-    raise self._missing()
+def _through(name: str) -> Callable[..., Any]:
+    def apply(self: Method, *args: object) -> Any:
+        return getattr(operator, name)(self._value(), *args)
+    return apply
 
 
-# A field the product left out, used as a value, is the product's failure, not a misuse of the oracle's.
-for _dunder in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__iter__",
-                "__len__", "__contains__", "__int__", "__index__", "__float__", "__complex__", "__round__",
-                "__reversed__", "__add__", "__radd__", "__sub__", "__rsub__", "__neg__", "__mul__", "__rmul__"):
-    setattr(Method, _dunder, _field_missing)
+def _reflected(name: str) -> Callable[..., Any]:
+    def apply(self: Method, other: object) -> Any:
+        return getattr(operator, name)(other, self._value())
+    return apply
+
+
+# A property used as a value is that value: read it, then do what was asked of it (which a product
+# value refuses in its turn). One the product does not have is the product's failure.
+for _dunder in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                "contains"):
+    setattr(Method, f"__{_dunder}__", _through(_dunder))
+for _dunder in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(Method, f"__r{_dunder}__", _reflected(_dunder))
+Method.__neg__ = lambda self: -self._value()  # type: ignore[assignment]
+Method.__pos__ = lambda self: +self._value()  # type: ignore[assignment]
+Method.__abs__ = lambda self: abs(self._value())  # type: ignore[assignment]
+Method.__bool__ = lambda self: bool(self._value())  # type: ignore[assignment]
+Method.__hash__ = lambda self: hash(self._value())  # type: ignore[assignment]
+Method.__iter__ = lambda self: iter(self._value())  # type: ignore[assignment]
+Method.__len__ = lambda self: len(self._value())  # type: ignore[assignment]
+Method.__int__ = lambda self: int(self._value())  # type: ignore[assignment]
+Method.__index__ = lambda self: operator.index(self._value())  # type: ignore[assignment]
+Method.__float__ = lambda self: float(self._value())  # type: ignore[assignment]
+Method.__round__ = lambda self, *n: round(self._value(), *n)  # type: ignore[assignment]
+Method.__reversed__ = lambda self: reversed(self._value())  # type: ignore[assignment]
+Method.__str__ = lambda self: str(self._value())  # type: ignore[assignment]
+Method.__format__ = lambda self, spec: format(self._value(), spec)  # type: ignore[assignment]
 
 
 class Name(_Refusing):
@@ -234,7 +284,7 @@ def plain(value: Any) -> Any:
             raise NotData(f"{value._type} is not data ({value._why})")
         return json.loads(json.dumps(value._data))
     if isinstance(value, Method):
-        raise value._missing()
+        return plain(value._value())
     if isinstance(value, tuple):
         return [plain(item) for item in value]
     return value
@@ -254,7 +304,8 @@ def _encode_ref(value: object) -> object:
     if isinstance(value, Remote):
         return {REF: value._ref}
     if isinstance(value, Method):
-        raise value._missing()
+        found = value._value()
+        return {REF: found._ref} if isinstance(found, Remote) else found
     if isinstance(value, Name):
         raise OracleError(f"{value!r} passed as an argument: pass what it returns")
     raise TypeError(f"a {type(value).__name__} is not data")
@@ -264,8 +315,11 @@ _TARGETS: dict[str, bytes] = {}  # a module name's encoded target, made once
 
 
 def _dump(value: object) -> bytes:
-    return json.dumps(value, default=_encode_ref, allow_nan=False, separators=(",", ":"),
-                      ensure_ascii=False).encode()
+    return _ENCODE(value).encode()
+
+
+# Made once (json.dumps with options builds an encoder per call).
+_ENCODE = json.JSONEncoder(default=_encode_ref, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
@@ -300,6 +354,8 @@ def _describe(target: dict[str, object]) -> str:
         return str(value)
     if kind == "op":
         return f"the operator {value}"
+    if kind == "p":
+        return "a product value's properties"
     return "a product value's method" if value[2] else "a product value"  # type: ignore[index]
 
 
@@ -310,9 +366,9 @@ def decode(scope: int, answer: list[object]) -> Answer:
     """One answer (its shape already checked by protocol.parse_answers) as the predicate will get it."""
     kind = answer[0]
     if kind == "v":
-        _, handle, type_name, data = answer
+        _, handle, type_name, data, properties = answer
         try:
-            return "value", _top([scope, handle, []], str(type_name), data)
+            return "value", _top([scope, handle, []], str(type_name), data, properties)
         except RecursionError:
             return "value", Remote([scope, handle, []], str(type_name), None, "nested too deeply to read")
     if kind == "o":
@@ -323,14 +379,14 @@ def decode(scope: int, answer: list[object]) -> Answer:
     return "unresolved", answer[1]
 
 
-def _top(ref: list[object], type_name: str, data: object) -> Any:
+def _top(ref: list[object], type_name: str, data: object, properties: dict[str, object]) -> Any:
     """A call's answer: a number or text as it is (handle -1), a list as a tuple of its parts, anything
     else (an object, or a value that crossed as text, such as a Fraction) as a Remote."""
     if ref[1] == -1:
         return data
     if type(data) is list:
         return tuple(_wrap(ref, index, f"{type_name}[{index}]", item) for index, item in enumerate(data))
-    return Remote(ref, type_name, data)
+    return Remote(ref, type_name, data, properties=properties)
 
 
 class Session:
@@ -339,13 +395,14 @@ class Session:
     before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending", "speculative")
+    __slots__ = ("log", "position", "pending", "speculative", "properties")
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
         self.position = 0
         self.pending: Optional[bytes] = None
         self.speculative = False
+        self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
 
     def call(self, encoded: bytes) -> Any:
         if self.position == len(self.log):
@@ -394,6 +451,7 @@ def run(predicate: Callable[[object, Product], object], raw: bytes, session: Ses
     except (ValueError, RecursionError) as exc:
         return Verdict(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
     session.position, session.pending = 0, None
+    session.properties.clear()
     Session.current = session
     try:
         verdict = predicate(record, PRODUCT)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import gc
 import importlib
 import inspect
 import shutil
@@ -43,6 +44,10 @@ from epoch_gate.world import LoadedWorld, load_world, record_batches
 Predicate = Callable[[object, judging.Product], object]
 Batch = list[tuple[int, bytes]]  # (line number, exact record bytes)
 IN_FLIGHT = 2  # batches sent and not yet answered: the child always has the next one to work on
+# Each batch's answers are thousands of small containers that live until the batch is judged: at
+# Python's default thresholds the cyclic collector ran every 700 of them and tripled the cost of
+# reading an answer (bench/replay_split.py). Nothing the runner builds is cyclic.
+GC_THRESHOLDS = (100_000, 50, 100)
 
 
 @dataclass(frozen=True)
@@ -347,6 +352,7 @@ def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str
         max_witnesses: int = 1) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
+    gc.set_threshold(*GC_THRESHOLDS)
     loaded = load_world(world)
     digest = loaded.sha256()
     with oracle_imports(child.sandbox, child.oracle_names):

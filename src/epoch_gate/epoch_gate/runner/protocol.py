@@ -6,11 +6,14 @@ kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
                    D  scope                   the scope's handles can go
   child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
-{"h": [scope, handle, path]} (reached from an earlier answer) or {"op": "add"} (an operator over args).
+{"h": [scope, handle, path]} (reached from an earlier answer), {"op": "add"} (an operator over args)
+or {"p": [scope, handle, path]} (that value's public properties, as an object of them).
 An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope, handle, path]}.
 An answer is one of
-  ["v", handle, type, data]   the product returned; `data` is its value as data (epoch_gate.runner.data);
-                              handle -1: a number, text or None, which is its own value
+  ["v", handle, type, data, properties]
+                              the product returned; `data` is its value as data (epoch_gate.runner.data)
+                              and `properties` an object's public properties ({} otherwise); handle -1:
+                              a number, text or None, which is its own value
   ["o", handle, type, why]    the product returned something that is not data (a handle only)
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
@@ -101,7 +104,7 @@ def parse_answers(payload: bytes, count: int) -> list[list[object]]:
             raise ProtocolError("an answer of an unknown kind")
         kind, rest = answer[0], answer[1:]
         if kind == "v":
-            ok = (len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+            ok = (len(rest) == 4 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[3]) is dict
                   and (rest[0] != -1 or type(rest[2]) not in (dict, list)))  # a value without a handle is a scalar
         elif kind == "o":
             ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
