@@ -47,11 +47,11 @@ from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.requirements import UNPACKED
 from epoch_gate.text import printable
-from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
+from epoch_gate_pants.candidate import RUNNER_PACKAGE, CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
 from epoch_gate_pants.isolation import Interpreter, Jail
-from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner, runner_paths
+from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import (
@@ -140,15 +140,14 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
 
 def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
     """The predicates import the runner's API (`epoch_gate.runner.judging`): the runner's own copy serves
-    them, so the very files Pants loaded the runner from are not shipped again (nor refused as shadowing
-    it). Any other file under its package name still is refused."""
+    them, so the files of the very package Pants loaded the runner from (its modules and their data) are
+    not shipped again, nor refused as shadowing it. Any other file under its package name still is."""
     core = Path(epoch_gate.__file__).resolve().parent.parent
     if not core.is_relative_to(build_root):  # an adopter's: the plugin's distribution, outside the repository
         return placed
     root = core.relative_to(build_root).as_posix()
-    shipped = runner_paths()
     return {path: stripped for path, stripped in placed.items()
-            if not (stripped in shipped and path == f"{root}/{stripped}")}
+            if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}/{stripped}")}
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
@@ -238,7 +237,8 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         code_digest = await Get(Digest, MergeDigests([oracle_code, code_digest]))
     else:
         code_digest = code.stripped_source_files.snapshot.digest
-    code_digest = await Get(Digest, DigestSubset(code_digest, PathGlobs(["**", *(f"!{p}" for p in runner_paths())])))
+    # Past the shadowing check, whatever the code holds under the runner's package is the gate's own.
+    code_digest = await Get(Digest, DigestSubset(code_digest, PathGlobs(["**", f"!{RUNNER_PACKAGE}/**"])))
     names = sorted({top_level(stripped) for stripped in placed.values()})
     manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
     manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")

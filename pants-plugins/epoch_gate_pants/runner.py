@@ -4,7 +4,6 @@ report, the CLI or the gate's judgement leaves every cached replay valid."""
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
 from dataclasses import dataclass
 
@@ -39,11 +38,6 @@ def runner_files() -> dict[str, bytes]:
              for name in importlib.resources.contents(package) if name.endswith(".py") and not name.endswith("_test.py")}
     files.update(_module_file(module) for module in SHIPPED_CORE)
     return dict(sorted(files.items()))
-
-
-@functools.lru_cache(maxsize=None)
-def runner_paths() -> frozenset[str]:
-    return frozenset(runner_files())
 
 
 @rule(desc="Package the epoch_gate replay runner")
