@@ -38,7 +38,7 @@ from pants.engine.target import InvalidFieldException, Target, TransitiveTargets
 from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
-import epoch_gate
+from epoch_gate import runner as epoch_gate_runner
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities, replay_problems
 from epoch_gate.isolation import TOOLS_DIR
@@ -142,7 +142,7 @@ def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
     """The predicates import the runner's API (`epoch_gate.runner.judging`): the runner's own copy serves
     them, so the files of the very package Pants loaded the runner from (its modules and their data) are
     not shipped again, nor refused as shadowing it. Any other file under its package name still is."""
-    core = Path(epoch_gate.__file__).resolve().parent.parent
+    core = Path(epoch_gate_runner.__file__ or "").resolve().parent.parent.parent  # as runner.runner_files
     if not core.is_relative_to(build_root):  # an adopter's: the plugin's distribution, outside the repository
         return placed
     root = core.relative_to(build_root).as_posix()

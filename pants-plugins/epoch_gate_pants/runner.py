@@ -4,8 +4,9 @@ report, the CLI or the gate's judgement leaves every cached replay valid."""
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import Get, collect_rules, rule
@@ -23,21 +24,21 @@ class CoreRunner:
     digest: Digest
 
 
-def _module_file(module: str) -> tuple[str, bytes]:
-    package, _, name = module.rpartition(".")
-    if not package:  # the package itself
-        return f"{module}/__init__.py", importlib.resources.read_binary(module, "__init__.py")
-    return f"{package.replace('.', '/')}/{name}.py", importlib.resources.read_binary(package, f"{name}.py")
+def _source(module: str) -> tuple[str, bytes]:
+    """A module's path below RUNNER_ROOT and the bytes Pants loaded it from (its `__file__`: whatever
+    package it was imported through, the runner runs the code the gate itself runs)."""
+    loaded = Path(importlib.import_module(module).__file__ or "")
+    relative = module.replace(".", "/") + ("/__init__.py" if loaded.name == "__init__.py" else ".py")
+    return relative, loaded.read_bytes()
 
 
 def runner_files() -> dict[str, bytes]:
     """The runner package's modules and the declared core modules, by path relative to RUNNER_ROOT."""
     package = runner_package.__name__
-    folder = package.replace(".", "/")
-    files = {f"{folder}/{name}": importlib.resources.read_binary(package, name)
-             for name in importlib.resources.contents(package) if name.endswith(".py") and not name.endswith("_test.py")}
-    files.update(_module_file(module) for module in SHIPPED_CORE)
-    return dict(sorted(files.items()))
+    folder = Path(runner_package.__file__ or "").parent
+    modules = [package, *(f"{package}.{path.stem}" for path in sorted(folder.glob("*.py"))
+                          if path.stem != "__init__" and not path.stem.endswith("_test"))]
+    return dict(sorted(_source(module) for module in (*modules, *SHIPPED_CORE)))
 
 
 @rule(desc="Package the epoch_gate replay runner")
