@@ -2,12 +2,13 @@
 
 A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
 code. `product` names the product's callables: `product.orders.totals.totals_from_record(record)` asks
-the child to call `orders.totals.totals_from_record` on the record and answers with data. An answer that
-is a JSON object or list comes back as a `Remote`: its fields read as the parent's own plain values
-(`t.subtotal.minor` is an `int` parsed here), its methods and operators are further calls
-(`a.allocate([1, 2])`, `a + b`), and it can be passed back as an argument. A `Remote` itself is never
-compared, hashed, iterated, converted or truth-tested: each of those raises `HandleMisused`, so no
-method of the product's ever decides anything (compare its fields, or `plain(value)`).
+the child to call `orders.totals.totals_from_record` on the record and answers with data. A number or
+text comes back as it is, a list as a tuple of its parts, and anything else as a `Remote`: its fields
+(and properties) read as the parent's own plain values (`t.subtotal.minor` is an `int` parsed here), its
+methods and operators are further calls (`a.allocate([1, 2])`, `a + b`), and it can be passed back as
+an argument. A `Remote` itself is never compared, hashed, iterated, converted, truth-tested or turned
+into text: each of those raises `HandleMisused`, so no method of the product's ever decides anything
+(compare its fields, or `plain(value)`).
 
 The product's failures are the record's: an exception it raises surfaces in the predicate as
 `ProductRaised` (test an expected refusal with `refused`), and an uncaught one, or an answer that is not
