@@ -26,6 +26,7 @@ from typing import Any, Optional
 MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
 MAX_TRACEBACK = 1500
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_PROPERTIES: dict[type, tuple[str, ...]] = {}
 _JSON_NATIVE = (int, float, str, list, tuple, dict, type(None))  # subclasses too: the encoder writes their values
 
 
@@ -41,9 +42,14 @@ class _Raised(Exception):
         self.raised = raised
 
 
-def _properties(cls: type) -> list[str]:
-    return [name for name in dir(cls)
-            if not name.startswith("_") and isinstance(inspect.getattr_static(cls, name), property)]
+def _properties(cls: type) -> tuple[str, ...]:
+    """A class's public properties, by name, found once per class (`dir` is slow)."""
+    names = _PROPERTIES.get(cls)
+    if names is None:
+        names = _PROPERTIES[cls] = tuple(
+            name for name in dir(cls)
+            if not name.startswith("_") and isinstance(inspect.getattr_static(cls, name), property))
+    return names
 
 
 def _fields(value: object) -> Optional[tuple[str, ...]]:
