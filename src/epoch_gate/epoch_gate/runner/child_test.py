@@ -372,16 +372,6 @@ def amount(record):
 """
 
 
-def test_a_lingering_grandchild_cannot_rewrite_the_outputs(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE, LINGERING)
-    outcome = replayed(world, prop("positive"))["positive"]
-    assert (outcome.outcome, outcome.failures) == ("fail", 1)
-    time.sleep(1)  # long enough for a surviving grandchild to have done it
-    assert not (tmp_path / "rewrote").exists()
-    assert json.loads((tmp_path / "out" / "replay.json").read_text())["properties"][0]["outcome"] == "fail"
-    assert all(path.read_bytes() != b"forged" for path in (tmp_path / "out" / "observations").iterdir())
-
-
 # At import in the child: a grandchild that leaves the child's session (so no kill of its process group
 # reaches it), waits for the parent's summary, stops the parent, rewrites every outcome and resumes it.
 DETACHED = """
@@ -408,13 +398,15 @@ def amount(record):
 """
 
 
-def test_a_detached_grandchild_is_dead_before_any_output_is_written(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE, DETACHED)
+@pytest.mark.parametrize("product", [LINGERING, DETACHED], ids=["in-the-group", "setsid"])
+def test_a_grandchild_is_dead_before_any_output_is_written(tmp_path: Path, product: str) -> None:
+    world = sandbox(tmp_path, POSITIVE, product)
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.failures) == ("fail", 1)
     time.sleep(1)  # long enough for a surviving grandchild to have done it
     assert not (tmp_path / "rewrote").exists()
     assert json.loads((tmp_path / "out" / "replay.json").read_text())["properties"][0]["outcome"] == "fail"
+    assert all(path.read_bytes() != b"forged" for path in (tmp_path / "out" / "observations").iterdir())
 
 
 def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -> None:

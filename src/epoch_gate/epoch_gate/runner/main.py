@@ -17,6 +17,7 @@ from epoch_gate.manifest import load_manifest
 from epoch_gate.reasons import EvidenceError
 from epoch_gate.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
+from epoch_gate.runner.channel import ChildFailed
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -63,6 +64,9 @@ def run_replay(args: argparse.Namespace) -> int:
         r = error.reason
         print(printable(f"refused [{r.code.value}] {r.path}: {r.message}"), file=sys.stderr)
         print(printable(f"  expected {r.expected or '-'}; found {r.found or '-'}"), file=sys.stderr)
+        return 1
+    except ChildFailed as failed:  # what the child started would not end: no output may be written
+        print(printable(f"refused [{failed.code.value}] {args.suite}: {failed.detail}"), file=sys.stderr)
         return 1
     for prop in result.properties:
         print(printable(f"{prop.summary()} {prop.detail}".rstrip()))

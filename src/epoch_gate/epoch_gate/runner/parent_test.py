@@ -2,17 +2,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from epoch_gate.replay_result import ReplayResult
-from epoch_gate.runner import parent as replay
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.check import check_replay
 from epoch_gate.manifest import sample
 from epoch_gate.observations import load_observations, observation_id
+from epoch_gate.replay_result import ReplayResult
+from epoch_gate.runner import parent as replay
 from epoch_gate.world import world_sha256
 
 PREDICATES = '''
