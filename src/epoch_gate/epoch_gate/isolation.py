@@ -30,6 +30,10 @@ FIXED_CLOCK_ISO = "2000-01-01T00:00:00Z"
 # Read-only views of the host's programs and libraries; a missing one is skipped (`-try`).
 SYSTEM_PATHS = ("/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alternatives")
 
+# The jail's user. Not 0: a bwrap started as uid 0 takes itself for a privileged one and cannot start the
+# product's own jail inside this one (`child_jail_arguments`).
+JAIL_UID = 1000
+
 
 class Mode(enum.Enum):
     AUTO = "auto"          # jail when the probe shows it holds, else run unjailed and say so
@@ -41,14 +45,41 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_PATHS:
+        args += ["--ro-bind-try", path, path]
+    return args
+
+
+def child_jail_arguments(python_prefixes: Iterable[str], read_only: Iterable[str], cwd: str,
+                         env: dict[str, str]) -> list[str]:
+    """bwrap's arguments, up to and including `--`, for the replay's child: a jail inside the replay's own,
+    which sees the system, the interpreter and `read_only` (the product's files), all read-only, and an
+    empty /tmp of its own. It has its own user, PID, network, IPC and UTS namespaces and no /proc, so the
+    runner that started it is not there to see, signal or trace; when its first process exits, the kernel
+    ends every process it started."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "child",
+            "--clearenv", *_system_binds(), "--dev", "/dev", "--tmpfs", "/tmp"]
+    # After /tmp's tmpfs: a Pants sandbox is usually under /tmp.
+    for path in sorted(set(python_prefixes)):
+        if not any(_under(path, s) for s in SYSTEM_PATHS):
+            args += ["--ro-bind", path, path]
+    for path in sorted(set(read_only)):
+        args += ["--ro-bind", path, path]
+    args += ["--chdir", cwd]
+    for name in sorted(env):
+        args += ["--setenv", name, env[name]]
+    return [*args, "--"]
+
+
 def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str = "{chroot}") -> list[str]:
     """bwrap's arguments, up to and including `--`. `sandbox` is the process's working directory (Pants
     substitutes `{chroot}`, which keeps the argv, and so the cache key, independent of where it runs).
     The build root appears only when a bound folder contains it, and is then hidden under an empty tmpfs."""
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--hostname", "jail", "--clearenv"]
-    for path in SYSTEM_PATHS:
-        args += ["--ro-bind-try", path, path]
+    args = ["--unshare-all", "--unshare-user", "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--hostname", "jail", "--clearenv"]
+    args += _system_binds()
     wanted = sorted(set(python_prefixes))
     prefixes = [p for p in wanted if not any(_under(p, s) for s in SYSTEM_PATHS)]
     for prefix in prefixes:

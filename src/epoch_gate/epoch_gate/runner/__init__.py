@@ -6,11 +6,13 @@ short list of core modules below, which it imports (`shipped_test` checks that l
 - `judging`: what a predicate holds of the product: names to call, answers as data, refusals.
 - `channel` and `protocol`: the parent's pipe to the child, and the frames on it.
 - `child` and `data`: the only process that runs product code, answering every call with data.
+- `confine`: the child's own jail, its resource limits, and the watch over its process tree.
 - `finder`: imports from the sandbox under declared names only.
 """
 
 # Stdlib-only core modules the runner imports: the artifacts it reads and writes, and their checks.
 SHIPPED_CORE = ("epoch_gate", "epoch_gate.atomic", "epoch_gate.catalog", "epoch_gate.folders", "epoch_gate.hashing",
-                "epoch_gate.manifest", "epoch_gate.observations", "epoch_gate.reasons", "epoch_gate.replay_result",
-                "epoch_gate.requirements", "epoch_gate.strictjson", "epoch_gate.text", "epoch_gate.world")
+                "epoch_gate.isolation", "epoch_gate.manifest", "epoch_gate.observations", "epoch_gate.reasons",
+                "epoch_gate.replay_result", "epoch_gate.requirements", "epoch_gate.strictjson", "epoch_gate.text",
+                "epoch_gate.world")
 ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child")

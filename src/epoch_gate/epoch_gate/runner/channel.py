@@ -18,7 +18,8 @@ from typing import Iterable, Optional
 
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
-from epoch_gate.runner.child import RUNNER_ROOT
+from epoch_gate.runner.child import EXIT_MEMORY, RUNNER_ROOT
+from epoch_gate.runner.confine import ChildJail, Limits, Watch
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
@@ -92,13 +93,20 @@ class Channel:
     """One child for the whole replay. `send` queues a batch of calls; `receive` reads the answers to
     the oldest batch not yet answered."""
 
-    def __init__(self, sandbox: Path, product_names: Iterable[str], child_path: Iterable[str]) -> None:
-        argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT,
-                "--sandbox-names", ",".join(sorted(set(product_names))), f"--parent={os.getpid()}"]
+    def __init__(self, sandbox: Path, product_names: Iterable[str], child_path: Iterable[str],
+                 jail: Optional[ChildJail] = None, limits: Limits = Limits()) -> None:
+        names = sorted(set(product_names))
+        argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
+        if jail is None:
+            argv.append(f"--parent={os.getpid()}")
+        else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
+            argv = jail.argv(argv, sandbox, names, child_path)
+        self._limits = limits
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
         self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         start_new_session=True)
+                                         stderr=subprocess.PIPE, start_new_session=True, preexec_fn=limits.apply)
+        self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
         with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
             fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._failure: Optional[ChildFailed] = None
@@ -133,6 +141,7 @@ class Channel:
     def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGKILL)
+        Watch.kill_tree()  # in the child's jail, its processes are in sessions of their own
 
     def _end(self) -> int:
         """Waits for the child to exit, then kills its whole process group before reaping it (while the
@@ -142,9 +151,23 @@ class Channel:
         if self._process.returncode is None:
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._kill_group()
+        self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
         status = self._process.wait()
         kill_orphans()
+        self._watch.output_ended()
         return status
+
+    def _ended(self, status: int) -> tuple[Code, str]:
+        """Why the child ended before its answers: a limit it went over, or an early exit."""
+        # bubblewrap exits 128 + n when the process it started was killed by signal n
+        signal_number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
+        limit = self._watch.exceeded or self._limits.describe(signal_number)
+        if limit is None and status == EXIT_MEMORY:
+            limit = (f"its memory limit ({self._limits.memory} bytes of address space per process, "
+                     "[property-replay].child_memory_bytes)")
+        if limit is not None:
+            return Code.REPLAY_FAILED, f"the product went over {limit}"
+        return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
 
     def healthy(self) -> bool:
         return self._failure is None
@@ -165,8 +188,10 @@ class Channel:
         try:
             got = protocol.read_frame(self._process.stdout)  # type: ignore[arg-type]
             if got is None:
-                why = f"stopped reading: {self._broken}" if self._broken else f"ended early (exit {self._end()})"
-                raise self.fail(Code.RUNNER_PROTOCOL, f"the child {why}")
+                if self._broken:
+                    raise self.fail(Code.RUNNER_PROTOCOL, f"the child stopped reading: {self._broken}")
+                status = self._end()
+                raise self.fail(*self._ended(status))
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
@@ -195,4 +220,14 @@ class Channel:
                 problem = f"the child exited {status} after its answers"
         self._end()
         process.stdout.close()
+        self._pass_on_output()
+        if self._failure is None and self._watch.exceeded:
+            return self.fail(Code.REPLAY_FAILED, f"the product went over {self._watch.exceeded}")
         return self.fail(Code.RUNNER_PROTOCOL, problem) if problem else None
+
+    def _pass_on_output(self) -> None:
+        """What the product printed, the first KEPT_OUTPUT bytes of it, on the runner's own stderr."""
+        if self._watch.kept:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.buffer.write(bytes(self._watch.kept))
+                sys.stderr.flush()

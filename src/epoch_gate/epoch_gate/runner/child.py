@@ -26,6 +26,7 @@ from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+EXIT_MEMORY = 75  # the product ran out of memory (its address-space limit): the runner names the limit
 RUNNER_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 _REF_TEXT = json.dumps(protocol.REF).encode()  # how a reference's key reads in a call's JSON
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
@@ -114,6 +115,8 @@ class Server:
             args, kwargs = call[1], call[2]  # type: ignore[index]
         except Unresolved as exc:
             return json.dumps(["u", str(exc)[:500]])  # ASCII (json.dumps' default): the frame always encodes
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product's module raised on import: its failure
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         try:
@@ -122,6 +125,8 @@ class Server:
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
         if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle

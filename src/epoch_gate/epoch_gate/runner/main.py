@@ -18,6 +18,7 @@ from epoch_gate.reasons import EvidenceError
 from epoch_gate.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
 from epoch_gate.runner.channel import ChildFailed
+from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -48,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only them from the cwd, and the child never does")
     parser.add_argument("--child-path", action="append", default=[],
                         help="a folder on the child's import path after the standard library (repeatable)")
+    parser.add_argument("--child-jail", metavar="BWRAP",
+                        help="start the child in a jail of its own with this bubblewrap (epoch_gate.isolation)")
+    defaults = Limits()
+    for name, default in vars(defaults).items():
+        parser.add_argument(f"--child-{name.replace('_', '-')}", type=int, default=default, dest=f"limit_{name}",
+                            help=f"the child's {name.replace('_', ' ')} limit (confine.Limits)")
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -55,7 +62,9 @@ def run_replay(args: argparse.Namespace) -> int:
     # sandbox is the cwd, and only the predicates import from it, under the oracle's names.
     # Zipped wheels (a packed PEX's .deps) are unpacked first: extension modules cannot import from a zip.
     child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))
-    child = parent.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names))
+    limits = Limits(**{name: getattr(args, f"limit_{name}") for name in vars(Limits())})
+    jail = ChildJail(str(Path(args.child_jail).resolve())) if args.child_jail else None
+    child = parent.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names), jail, limits)
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
         result = parent.run(manifest, Path(args.world), Path(args.out), suite=args.suite, epoch_id=args.epoch_id,

@@ -38,6 +38,7 @@ from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging
 from epoch_gate.runner.channel import Channel, ChildFailed, guard_parent
+from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.world import LoadedWorld, load_world, record_batches
 
@@ -54,12 +55,15 @@ GC_THRESHOLDS = (100_000, 50, 100)
 class Child:
     """Where the child runs and what it may import: the sandbox (its cwd) under the product's
     `sandbox_names`, after the standard library, then `child_path` folders (third-party code). The
-    parent's predicates import from the sandbox under `oracle_names` only."""
+    parent's predicates import from the sandbox under `oracle_names` only. `jail`, when set, starts the
+    child in a jail of its own; `limits` bound its process tree either way."""
 
     sandbox: Path
     sandbox_names: tuple[str, ...] = ()
     child_path: tuple[str, ...] = ()
     oracle_names: tuple[str, ...] = ()
+    jail: Optional[ChildJail] = None
+    limits: Limits = Limits()
     batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
 
 
@@ -360,7 +364,7 @@ def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str
     close_imports(child.sandbox)
     product_names = set(child.sandbox_names) - set(child.oracle_names)
     guard_parent()
-    channel = Channel(child.sandbox, product_names, child.child_path)
+    channel = Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits)
     scopes = _Scopes()
     try:
         results = [(predicate, []) if isinstance(predicate, PropertyOutcome) else

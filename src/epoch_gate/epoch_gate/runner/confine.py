@@ -1,0 +1,193 @@
+"""What bounds the replay's child: its own jail inside the replay's (`ChildJail`), resource limits set before
+it starts (`Limits`), and a watch over its whole process tree and its output (`Watch`) that ends the tree
+the moment it goes over one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterable, Optional
+
+from epoch_gate.isolation import child_jail_arguments
+
+MiB = 1 << 20
+# Passed through to the child's jail: the stopped clock (epoch_gate.isolation.jailed_argv), nothing else.
+CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
+POLL_SECONDS = 0.05
+KILL_ROUNDS = 1000
+KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to its own stderr
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the child's process tree may use. `memory`: bytes of address space per process, and resident
+    bytes of the whole tree; `processes`: processes alive at once; `open_files`: per process; `output`:
+    bytes written to stdout and stderr by the whole tree; `cpu_seconds`: per process."""
+
+    memory: int = 4096 * MiB
+    processes: int = 64
+    open_files: int = 1024
+    output: int = 16 * MiB
+    cpu_seconds: int = 900
+
+    def apply(self) -> None:
+        """In the child before it runs anything (Popen's preexec_fn): the per-process limits, which it and
+        everything it starts inherit and, without CAP_SYS_RESOURCE, cannot raise."""
+        for limit, soft, hard in ((resource.RLIMIT_AS, self.memory, self.memory),
+                                  (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
+                                  # SIGXCPU at the soft limit; SIGKILL a second later if it is ignored
+                                  (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
+                                  (resource.RLIMIT_CORE, 0, 0)):
+            resource.setrlimit(limit, (soft, hard))
+
+    def describe(self, signal_number: int) -> Optional[str]:
+        """Which limit a child killed by `signal_number` went over, if a limit sends it: SIGXCPU, or a
+        SIGKILL after the processes reaped so far used the CPU time a process may."""
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if signal_number == signal.SIGXCPU or (
+                signal_number == signal.SIGKILL and used.ru_utime + used.ru_stime >= self.cpu_seconds):
+            return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"
+        return None
+
+
+def interpreter_folders() -> list[str]:
+    """The folders this interpreter runs from (as `epoch_gate.isolation.PREFIXES` finds them)."""
+    executable = os.path.realpath(sys.executable)
+    return sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(executable))})
+
+
+@dataclass(frozen=True)
+class ChildJail:
+    """The child's own jail: `bwrap` (the runner's copy of bubblewrap) starts it with the system, this
+    interpreter and `read_only` visible, read-only, and nothing else of the replay's jail."""
+
+    bwrap: str
+
+    def argv(self, command: list[str], sandbox: Path, product_names: Iterable[str],
+             child_path: Iterable[str]) -> list[str]:
+        root = str(sandbox)
+        names = set(product_names)
+        # The product's own files only: not the world, the manifest, the predicates or the outputs.
+        product = [os.path.join(root, entry) for entry in os.listdir(root) if entry.split(".")[0] in names]
+        runner = str(Path(__file__).resolve().parent.parent.parent)  # the folder holding the runner's package
+        env = {name: os.environ[name] for name in CLOCK_ENV if name in os.environ}
+        clock = [env["LD_PRELOAD"]] if os.path.isabs(env.get("LD_PRELOAD", "")) else []
+        read_only = [runner, *product, *child_path, *clock]
+        return [self.bwrap, *child_jail_arguments(interpreter_folders(), read_only, root, env), *command]
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below `root`, from /proc's children lists (orphans a subreaper adopted included)."""
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as listed:
+                    children = [int(child) for child in listed.read().split()]
+            except OSError:
+                continue
+            found += children
+            pending += children
+    return found
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class Watch:
+    """Watches the child's process tree (every process below the runner) and drains its output. The first
+    limit it goes over is `exceeded`, and the whole tree is killed at once."""
+
+    def __init__(self, limits: Limits, output: BinaryIO, group: int) -> None:
+        self.limits, self.group = limits, group
+        self.exceeded: Optional[str] = None
+        self.kept = bytearray()
+        self._output = output
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._drain, daemon=True),
+                         threading.Thread(target=self._poll, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def over(self, why: str) -> None:
+        with self._lock:
+            if self.exceeded is None:
+                self.exceeded = why
+        with contextlib.suppress(ProcessLookupError):  # the child's group first: atomic against its forks
+            os.killpg(self.group, signal.SIGKILL)
+        self.kill_tree()
+
+    @staticmethod
+    def kill_tree() -> None:
+        """SIGKILLs every process below the runner, again until none is left alive (a fork may race the
+        first round). In the child's jail that includes its first process, whose death ends every process
+        of its PID namespace at once."""
+        for _ in range(KILL_ROUNDS):
+            alive = [pid for pid in _descendants(os.getpid()) if not _zombie(pid)]
+            if not alive:
+                return
+            for pid in alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _drain(self) -> None:
+        written = 0
+        while True:
+            try:
+                chunk = self._output.read1(MiB)  # type: ignore[attr-defined]
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            written += len(chunk)
+            if len(self.kept) < KEPT_OUTPUT:
+                self.kept += chunk[:KEPT_OUTPUT - len(self.kept)]
+            if written > self.limits.output:
+                self.over(f"its output limit ({self.limits.output} bytes on stdout and stderr, "
+                          "[property-replay].child_output_bytes)")
+                return
+
+    def _poll(self) -> None:
+        me = os.getpid()
+        while not self._done.wait(POLL_SECONDS):
+            tree = _descendants(me)
+            if len(tree) > self.limits.processes:
+                self.over(f"its process limit ({self.limits.processes} processes at once, "
+                          "[property-replay].child_processes)")
+            elif sum(map(_resident, tree)) > self.limits.memory:
+                self.over(f"its memory limit ({self.limits.memory} bytes resident, "
+                          "[property-replay].child_memory_bytes)")
+
+    def stop_polling(self) -> None:
+        self._done.set()
+        self._threads[1].join()
+
+    def output_ended(self) -> None:
+        """Waits for the end of the output: what the child's processes wrote before they were killed."""
+        self._threads[0].join(timeout=5)

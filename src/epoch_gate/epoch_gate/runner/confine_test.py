@@ -1,0 +1,145 @@
+"""The child's limits and its jail, on real children: product code that forks, allocates, prints or computes
+without end is stopped at its limit and named; in its own jail it cannot see or signal the runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from epoch_gate.catalog import Catalog, Property
+from epoch_gate.isolation import child_jail_arguments
+from epoch_gate.manifest import sample
+from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.runner import parent
+from epoch_gate.runner.confine import ChildJail, Limits
+
+MiB = 1 << 20
+SMALL = Limits(memory=1024 * MiB, processes=16, open_files=256, output=1 * MiB, cpu_seconds=2)
+# Set by pants.toml's [test].extra_env_vars to where the launcher provisions bubblewrap.
+BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
+
+HOGS = """
+import os, time
+
+def forks():
+    while True:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+
+def allocates():
+    kept = []
+    while True:
+        kept.append(bytearray(64 << 20))
+
+def prints():
+    while True:
+        print("x" * 65536, flush=True)
+
+def computes():
+    while True:
+        pass
+
+def detaches():
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(600)
+        os._exit(0)
+    return 1
+
+def looks(runner):
+    found = {"pid": os.getpid(), "proc": os.path.exists("/proc/1"), "world": os.path.exists("world"),
+             "checks": os.path.exists("hog_checks.py")}
+    try:
+        os.kill(runner, 0)
+        found["signal"] = "delivered"
+    except OSError as error:
+        found["signal"] = type(error).__name__
+    try:
+        open("hog.py", "a").close()
+        found["write"] = "written"
+    except OSError as error:
+        found["write"] = type(error).__name__
+    return found
+"""
+
+
+def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional[ChildJail] = None) -> PropertyOutcome:
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "orders.jsonl").write_text(json.dumps({"id": 1, "runner": os.getpid()}) + "\n")
+    (tmp_path / "hog.py").write_text(HOGS)
+    checks = f"def judged(record, product):\n    return product.hog.{function}() == 1\n"
+    if function == "looks":
+        checks = ("from epoch_gate.runner.judging import plain\n\n"
+                  "def judged(record, product):\n"
+                  "    seen = plain(product.hog.looks(record['runner']))\n"
+                  "    return seen == {'pid': 2, 'proc': False, 'world': False, 'checks': False,\n"
+                  "                    'signal': 'ProcessLookupError', 'write': 'OSError'} or seen\n")
+    (tmp_path / "hog_checks.py").write_text(checks)
+    sys.modules.pop("hog_checks", None)
+    manifest = sample(Catalog((Property("judged", "orders", "hog_checks:judged", "judged."),)), 1, 1)
+    child = parent.Child(tmp_path, ("hog",), oracle_names=("hog_checks",), jail=jail, limits=limits)
+    result = parent.run(manifest, world, tmp_path / "out", suite="suite", epoch_id="e1", child=child)
+    (outcome,) = result.properties
+    return outcome
+
+
+@pytest.mark.parametrize("function, limit", [
+    ("forks", "its process limit (16 processes at once, [property-replay].child_processes)"),
+    ("allocates", "its memory limit (1073741824 bytes of address space per process, "
+                  "[property-replay].child_memory_bytes)"),
+    ("prints", "its output limit (1048576 bytes on stdout and stderr, [property-replay].child_output_bytes)"),
+    ("computes", "its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
+])
+def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Path, function: str,
+                                                                     limit: str) -> None:
+    started = time.monotonic()
+    outcome = replay(tmp_path, function)
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error", "replay-failed", f"the product went over {limit}")
+    assert time.monotonic() - started < 30
+
+
+def test_the_resident_memory_of_the_whole_tree_is_bounded(tmp_path: Path) -> None:
+    """Each process under its own address-space limit, many processes together still may not hold more."""
+    outcome = replay(tmp_path, "forks", Limits(memory=1024 * MiB, processes=10_000, output=MiB, cpu_seconds=30))
+    assert outcome.error_code == "replay-failed"
+    assert outcome.detail.startswith("the product went over its ")
+
+
+def test_a_detached_process_is_ended_with_the_child(tmp_path: Path) -> None:
+    started = time.monotonic()
+    outcome = replay(tmp_path, "detaches")
+    assert (outcome.outcome, outcome.records) == ("pass", 1)
+    assert time.monotonic() - started < 10
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _parent_of(int(pid)) == os.getpid()]
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return -1
+
+
+@pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
+def test_in_its_own_jail_the_child_sees_and_reaches_nothing_of_the_runner(tmp_path: Path) -> None:
+    assert Path(BWRAP).is_file(), f"EPOCH_GATE_BWRAP={BWRAP} is not a file: run ./pants once to provision it"
+    outcome = replay(tmp_path, "looks", jail=ChildJail(BWRAP))
+    assert (outcome.outcome, outcome.records, outcome.detail) == ("pass", 1, "")
+
+
+def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
+    args = child_jail_arguments(["/opt/py"], ["/sb/hog.py", "/sb/__runner"], "/sb", {"FAKETIME": "x"})
+    binds = [(args[i], args[i + 1]) for i, a in enumerate(args) if a in ("--ro-bind", "--bind", "--tmpfs", "--proc")]
+    assert binds == [("--tmpfs", "/tmp"), ("--ro-bind", "/opt/py"), ("--ro-bind", "/sb/__runner"),
+                     ("--ro-bind", "/sb/hog.py")]
+    assert args[:2] == ["--unshare-all", "--die-with-parent"] and args[-1] == "--"
+    assert args[args.index("--setenv"):args.index("--setenv") + 3] == ["--setenv", "FAKETIME", "x"]
