@@ -194,7 +194,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
                                                                candidate_digest)))
     by_address = {r.address: (r, c) for r, c in repository.runs}
-    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.isolation.description, run_id)
+    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id)
              for s in repository.in_scope]
 
     archive_files, freeze_files = await MultiGet(

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import pytest
 from pants.backend.python import register as python_backend
@@ -262,15 +262,17 @@ class GateRepo:
         self.git("checkout", "-q", "main")
         return commit
 
-    def gate(self, *options: str, report_at: str = "dist/gate/report.json") -> GateRun:
+    def gate(self, *options: str, report_at: str = "dist/gate/report.json", jailed: Optional[bool] = None) -> GateRun:
         """`pants [options] gate ::`; options are flags (`--changed-since=…`, which replaces the specs, or
-        `--gate-base=…`)."""
+        `--gate-base=…`). Jailed by default in trusted mode (`--gate-candidate`), which requires it."""
         report_path = self.root / report_at
         report_path.unlink(missing_ok=True)
         # The engine learns of edits from a file watcher, asynchronously: say everything may have changed.
         self.runner.scheduler.invalidate_all_files()
         specs = [] if any(o.startswith("--changed-since") for o in options) else ["::"]
-        result = self.runner.run_goal_rule(Gate, args=specs, global_args=runner_options(*options),
+        if jailed is None:
+            jailed = any(option.startswith("--gate-candidate") for option in options)
+        result = self.runner.run_goal_rule(Gate, args=specs, global_args=runner_options(*options, jailed=jailed),
                                            env_inherit=ENV_INHERIT)
         report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
         return GateRun(result.exit_code, report, result.stdout, result.stderr)

@@ -425,7 +425,29 @@ def test_trusted_mode_passes_an_honest_candidate_and_attests_it(repo: GateRepo) 
     assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
     assert run.report["mode"] == "trusted"
     assert [c["path"] for c in run.report["changed"]] == ["src/notes.py"]
-    assert commit in repo.read("dist/gate/statement.intoto.json")
+    statement = json.loads(repo.read("dist/gate/statement.intoto.json"))
+    assert statement["subject"][0]["digest"]["gitCommit"] == commit
+    assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
+    (isolation,) = {s["identities"]["isolation"] for s in suites(run.report)}
+    assert "the product in a jail of its own" in isolation
+
+
+def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_accepted(repo: GateRepo) -> None:
+    commit = repo.candidate("honest-unjailed", {"src/notes.py": '"""Notes."""\n'})
+    run = repo.gate(f"--gate-candidate={commit}", jailed=False)
+    assert run.verdict == "closed" and codes(run.report) == {"isolation-unavailable"}, run.stdout
+    (refused,) = reasons(run.report, "isolation-unavailable")
+    assert "trusted mode (--gate-candidate) requires it" in refused["expected"]
+    assert "unsafe_allow_unjailed_verdict" in refused["message"] and "apt-get install bubblewrap" in refused["message"]
+
+    run = repo.gate(f"--gate-candidate={commit}", "--gate-unsafe-allow-unjailed-verdict", jailed=False)
+    assert run.verdict == "eligible", run.stdout
+    (isolation,) = {s["identities"]["isolation"] for s in suites(run.report)}
+    assert isolation.startswith("UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable")
+    assert "isolation UNJAILED" in run.stdout
+    statement = json.loads(repo.read("dist/gate/statement.intoto.json"))
+    assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
+    assert statement["predicate"]["policy"]["annotations"]["//checks:props.isolation"] == isolation
 
 
 def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:

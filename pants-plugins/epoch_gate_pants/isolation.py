@@ -3,6 +3,7 @@ probed once per Pants run; the verdict names what was used (`epoch_gate.isolatio
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pants.backend.python.subsystems.setup import PythonSetup
@@ -26,6 +27,7 @@ from pants.util.strutil import help_text
 from epoch_gate import isolation
 from epoch_gate.isolation import Isolation, Mode
 from epoch_gate.reasons import Code, Reason
+from epoch_gate.runner.confine import Limits
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.subsystems import GateSubsystem
 
@@ -79,6 +81,14 @@ class Jail:
     tools: Digest
     prefixes: tuple[str, ...]
     build_root: str
+    trusted: bool = False  # trusted mode (`--gate-candidate`): the jail is required
+    unsafe_unjailed: bool = False  # [gate].unsafe_allow_unjailed_verdict
+    bwrap: str = isolation.BWRAP  # where the jail's bubblewrap is, in the sandbox
+
+    def child_arguments(self, limits: Limits) -> list[str]:
+        """The runner's options for its child: its own jail inside this one when jailed, and its limits."""
+        jail = [f"--child-jail={self.bwrap}"] if self.isolation.jailed else []
+        return [*jail, *(f"--child-{name.replace('_', '-')}={value}" for name, value in vars(limits).items())]
 
     def wrap(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], FrozenDict[str, str]]:
         if not self.isolation.jailed:
@@ -87,16 +97,31 @@ class Jail:
                 FrozenDict())
 
     @property
+    def required(self) -> bool:
+        return self.mode is Mode.REQUIRED or (self.trusted and not self.unsafe_unjailed)
+
+    @property
+    def description(self) -> str:
+        """What the report, the console and the statement say of the isolation a verdict was reached in."""
+        if self.trusted and not self.isolation.jailed:
+            return f"UNJAILED ([gate].unsafe_allow_unjailed_verdict): {self.isolation.description}"
+        return self.isolation.description
+
+    @property
     def refusal(self) -> Reason | None:
-        """Why nothing may run, when isolation is required and the jail does not give all it promises."""
-        if self.mode is not Mode.REQUIRED or (self.isolation.jailed and self.isolation.fixed_clock):
+        """Why nothing may run, when the jail is required and does not give all it promises."""
+        if not self.required or (self.isolation.jailed and self.isolation.fixed_clock):
             return None
+        setting = ("trusted mode (--gate-candidate) requires it" if self.mode is not Mode.REQUIRED
+                   else "[gate].isolation = required")
         return Reason(Code.ISOLATION_UNAVAILABLE, "pants.toml",
-                      "a bubblewrap jail with a stopped clock ([gate].isolation = required)",
+                      f"a bubblewrap jail with a stopped clock and the product in a jail of its own ({setting})",
                       self.isolation.description,
-                      "the generator and the replays may not run outside the jail; provision bubblewrap "
-                      "and libfaketime (`pants help bwrap`, `pants help libfaketime`) or set "
-                      "[gate].isolation = auto")
+                      "the generator and the replays may not run outside the jail: "
+                      f"{self.isolation.failure or 'the wall clock did not stop'}. Install bubblewrap "
+                      "(`apt-get install bubblewrap`; `pants help bwrap`) and libfaketime, or accept an "
+                      "unjailed verdict with [gate].unsafe_allow_unjailed_verdict"
+                      + ("" if self.trusted else " or [gate].isolation = auto"))
 
 
 @dataclass(frozen=True)
@@ -195,10 +220,10 @@ def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], descripti
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
 async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
-    mode = gate.isolation
-    root = build_root.path
+    mode, root = gate.isolation, build_root.path
+    policy = {"trusted": gate.candidate is not None, "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict}
     if mode is Mode.OFF:
-        return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root)
+        return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root, **policy)
     # The interpreter search (a pex process, seconds in a cold run) runs beside the tools' fetch; it never
     # raises, so bubblewrap's absence is still the answer it was.
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
@@ -206,7 +231,7 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     missing = jail_tools.bwrap.missing or jail_tools.pex.missing
     if missing or interpreter.python is None:
         why = missing or f"no interpreter for {constraints}: {interpreter.missing}"
-        return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root)
+        return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root, **policy)
     python = interpreter.python
     tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
     version, prefixes_run = await MultiGet(
@@ -218,14 +243,17 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     try:
         prefixes = tuple(isolation.read_prefixes(prefixes_run.stdout))
     except ValueError as error:
-        return Jail(Isolation.none(f"the interpreter's folders are unknown: {error}"), mode, EMPTY_DIGEST, (), root)
+        why = f"the interpreter's folders are unknown: {error}"
+        return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root, **policy)
     fixed_clock = jail_tools.clock.missing is None
-    argv = isolation.jailed_argv([python.path, "-S", "-s", "-c", isolation.PROBE, root], {}, prefixes, root,
-                                 fixed_clock)
+    child = isolation.child_probe_argv(python.path, prefixes, "/")
+    argv = isolation.jailed_argv([python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {},
+                                 prefixes, root, fixed_clock)
     probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))
     name = version.stdout.decode("utf-8", "replace").strip() or "bubblewrap"
-    judged = isolation.judge_probe(name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock)
-    return Jail(judged, mode, tools if judged.jailed else EMPTY_DIGEST, prefixes, root)
+    judged = isolation.judge_probe(name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock,
+                                   isolation.host_restriction())
+    return Jail(judged, mode, tools if judged.jailed else EMPTY_DIGEST, prefixes, root, **policy)
 
 
 def rules() -> list:

@@ -260,7 +260,8 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
          "--epoch-id", pin.epoch_id,
          "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses), "--sandbox-names", ",".join(names),
          "--oracle-names", ",".join(sorted(oracle)),
-         *(f"--child-path={path}" for path in requirement_paths)],
+         *(f"--child-path={path}" for path in requirement_paths),
+         *jail.child_arguments(options.child_limits)],
         dict(HERMETIC_ENV))
     result = await Get(FallibleProcessResult, Process(
         argv=argv,

@@ -10,6 +10,9 @@ from pants.util.strutil import help_text
 from epoch_gate.annotations import Style
 from epoch_gate.changes import DEFAULT_TRUSTED_REFS
 from epoch_gate.isolation import FIXED_CLOCK_ISO, Mode
+from epoch_gate.runner.confine import Limits
+
+_LIMITS = Limits()
 
 
 class GateSubsystem(GoalSubsystem):
@@ -81,9 +84,25 @@ class GateSubsystem(GoalSubsystem):
             reach the network. With bubblewrap (`[bwrap]`) they run with no view of the working tree and
             no network, and with libfaketime (`[libfaketime]`) the wall clock stopped at
             {FIXED_CLOCK_ISO}; a probe checks all three before each Pants run relies on them, and the
-            report names what was used. `auto` jails whenever the probe succeeds and otherwise runs in the
-            plain sandbox; `required` closes the gate (`isolation-unavailable`) unless the jail and the
-            stopped clock both hold; `off` never jails.
+            report names what was used. Inside it, the replay's product code runs in a jail of its own
+            (its own PID namespace, the product's files read-only, nothing of the runner's). `auto` jails
+            whenever the probe succeeds and otherwise runs in the plain sandbox; `required` closes the
+            gate (`isolation-unavailable`) unless the jail, the product's own jail and the stopped clock
+            all hold; `off` never jails. Trusted mode (`--gate-candidate`) always requires them, unless
+            `[gate].unsafe_allow_unjailed_verdict`.
+            """
+        ),
+    )
+    unsafe_allow_unjailed_verdict = BoolOption(
+        default=False,
+        advanced=True,
+        help=help_text(
+            """
+            Let trusted mode (`--gate-candidate`) reach a verdict without the jail. Unjailed, the
+            candidate's code runs as the runner's own user beside it and can reach the working tree and
+            the network: the verdict rests on its good behaviour. Off (the default), trusted mode without
+            a jail is `closed` (`isolation-unavailable`); on, the report, the console and the statement
+            say the verdict is unjailed, and a verifier that requires the jailed level refuses it.
             """
         ),
     )
@@ -154,6 +173,46 @@ class SampledPropertiesSubsystem(Subsystem):
             """
         ),
     )
+    child_memory_bytes = IntOption(
+        default=_LIMITS.memory,
+        advanced=True,
+        help=help_text(
+            """
+            Bytes of memory the replay's product code may use: the address space of each of its
+            processes, and the resident memory of all of them together. Going over it is `replay-failed`
+            naming the limit.
+            """
+        ),
+    )
+    child_processes = IntOption(
+        default=_LIMITS.processes,
+        advanced=True,
+        help="Processes the replay's product code may have alive at once (a fork bomb ends here): "
+             "`replay-failed` beyond it.",
+    )
+    child_open_files = IntOption(
+        default=_LIMITS.open_files,
+        advanced=True,
+        help="Open files each process of the replay's product code may hold.",
+    )
+    child_output_bytes = IntOption(
+        default=_LIMITS.output,
+        advanced=True,
+        help="Bytes the replay's product code may print on stdout and stderr, all processes together: "
+             "`replay-failed` beyond it.",
+    )
+    child_cpu_seconds = IntOption(
+        default=_LIMITS.cpu_seconds,
+        advanced=True,
+        help="CPU seconds each process of the replay's product code may use: `replay-failed` beyond it.",
+    )
+
+    @property
+    def child_limits(self) -> Limits:
+        return Limits(memory=self.child_memory_bytes, processes=self.child_processes,
+                      open_files=self.child_open_files, output=self.child_output_bytes,
+                      cpu_seconds=self.child_cpu_seconds)
+
     remote_cache_speculation_delay = IntOption(
         default=1000,
         advanced=True,

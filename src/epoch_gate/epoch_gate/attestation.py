@@ -12,6 +12,9 @@ the CI's own signer (cosign, a DSSE envelope) signs it. Only trusted mode writes
   clean checkout of a trusted ref); its `annotations` are the identities the gate read, and its sha256
   digest is that of their canonical JSON.
 - verificationResult: PASSED only for `eligible`; `hold` and `closed` are FAILED.
+- verifiedLevels: `EPOCH_GATE_ELIGIBLE` when PASSED, with `EPOCH_GATE_JAILED` when every suite ran in the
+  jail with the product in a jail of its own (each suite's isolation is also in the policy's annotations);
+  `FAILED` otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import epoch_gate
 from epoch_gate import report as reports
 from epoch_gate.decision import Label
 from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.isolation import is_jailed
 from epoch_gate.report import Report
 from epoch_gate.tree import ReviewedTree, head_commit, repository_url
 
@@ -38,6 +42,9 @@ VERIFIER_ID = "pkg:generic/epoch-gate"
 POLICY_NAME = "epoch_gate oracle"
 # What a consumer prenegotiates for a passing gate (VSA: custom values must not start with `SLSA_`).
 ELIGIBLE_LEVEL = "EPOCH_GATE_ELIGIBLE"
+# Beside it when every suite's generator and replay ran jailed, the product in a jail of its own
+# (epoch_gate.isolation): what a consumer requires to refuse verdicts reached unjailed.
+JAILED_LEVEL = "EPOCH_GATE_JAILED"
 FAILED = "FAILED"
 
 # The algorithms this Statement uses, with the hex length each must have.
@@ -59,8 +66,16 @@ def policy_identities(report: Report) -> dict[str, Optional[str]]:
         ids = suite.identities
         out.update({f"{suite.address}.{name}": value for name, value in (
             ("epoch_id", ids.epoch_id), ("generator_sha256", ids.generator_sha256),
-            ("manifest_sha256", ids.manifest_sha256), ("world_sha256", ids.world_sha256))})
+            ("manifest_sha256", ids.manifest_sha256), ("world_sha256", ids.world_sha256),
+            ("isolation", ids.isolation))})
     return out
+
+
+def verified_levels(report: Report) -> list[str]:
+    if report.verdict.label is not Label.ELIGIBLE:
+        return [FAILED]
+    jailed = bool(report.suites) and all(is_jailed(s.identities.isolation or "") for s in report.suites)
+    return [ELIGIBLE_LEVEL, JAILED_LEVEL] if jailed else [ELIGIBLE_LEVEL]
 
 
 def _git_uri(repository: str, commit: Optional[str]) -> str:
@@ -95,7 +110,7 @@ def statement(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: 
                        "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                        "annotations": identities},
             "verificationResult": "PASSED" if passed else "FAILED",
-            "verifiedLevels": [ELIGIBLE_LEVEL if passed else FAILED],
+            "verifiedLevels": verified_levels(report),
         },
     }
 

@@ -110,17 +110,53 @@ def jailed_argv(argv: list[str], env: dict[str, str], python_prefixes: Iterable[
     return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, "--", *argv]
 
 
-# Run as `python -S -s -c PROBE <build root>` inside the jail; prints one JSON object.
+# Run as `python -S -s -c PROBE <build root> <the child's jail argv, JSON>` inside the jail; prints one JSON
+# object. The child's jail runs CHILD_PROBE, which reports its own pid (2 in a PID namespace of its own,
+# after bwrap's init) and whether it can see a /proc.
 PROBE = """
-import json, os, socket, sys, time
+import json, os, socket, subprocess, sys, time
 root = sys.argv[1]
 try:
     tree = sorted(os.listdir(root))[:5]
 except OSError:
     tree = []
+try:
+    ran = subprocess.run(json.loads(sys.argv[2]), capture_output=True, timeout=60)
+    child = ran.stdout.decode("utf-8", "replace").strip() if ran.returncode == 0 else \
+        "exit %d: %s" % (ran.returncode, (ran.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1])
+except (OSError, ValueError, subprocess.SubprocessError) as error:
+    child = "%s: %s" % (type(error).__name__, error)
 print(json.dumps({"tree": tree, "interfaces": sorted(n for _, n in socket.if_nameindex()),
-                  "clock": time.time()}))
+                  "clock": time.time(), "child": child[:300]}))
 """
+CHILD_PROBE = "import os; print(os.getpid(), os.path.exists('/proc/1'))"
+CHILD_PROBE_ALONE = "2 False"  # what CHILD_PROBE prints in a jail of its own
+
+
+def child_probe_argv(python: str, python_prefixes: Iterable[str], cwd: str) -> list[str]:
+    """The command PROBE runs to check that the product's own jail starts inside the jail."""
+    return [BWRAP, *child_jail_arguments(python_prefixes, [], cwd, {}), python, "-S", "-s", "-c", CHILD_PROBE]
+
+
+def host_restriction() -> Optional[str]:
+    """What on this host stops unprivileged user namespaces (which bwrap needs), with the fix; read from
+    /proc/sys outside any jail."""
+    def read(path: str) -> Optional[str]:
+        try:
+            with open(path) as file:
+                return file.read().strip()
+        except OSError:
+            return None
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return ("AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run "
+                "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` before the gate")
+    if read("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are disabled: run `sudo sysctl -w user.max_user_namespaces=15000` before the gate"
+    if read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return ("unprivileged user namespaces are disabled: run "
+                "`sudo sysctl -w kernel.unprivileged_userns_clone=1` before the gate")
+    return None
+
 
 # Run as `python -S -s -c PREFIXES` outside the jail: the folders the interpreter needs.
 PREFIXES = """
@@ -153,21 +189,36 @@ def read_prefixes(stdout: bytes) -> list[str]:
     return value
 
 
-def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, clock_wanted: bool) -> Isolation:
-    """What the probe's report lets a run claim: a jail only if the working tree was invisible and the
-    only network interface was loopback; a stopped clock only if the probe read FIXED_CLOCK."""
+def is_jailed(description: str) -> bool:
+    """Whether an isolation description (`Isolation.description`, as reports carry it) names the jail."""
+    return description.startswith("bubblewrap") and CHILD_JAIL in description
+
+
+CHILD_JAIL = "the product in a jail of its own"
+
+
+def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, clock_wanted: bool,
+                restriction: Optional[str] = None) -> Isolation:
+    """What the probe's report lets a run claim: a jail only if the working tree was invisible, the only
+    network interface was loopback and the product's own jail started with a PID namespace of its own and
+    no /proc; a stopped clock only if the probe read FIXED_CLOCK. `restriction` (`host_restriction`) is
+    added to a failure: it is usually the cause."""
+    cause = f"; {restriction}" if restriction else ""
     if exit_code != 0:
         tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: {tail[0][:200]})")
+        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: {tail[0][:200]}){cause}")
     try:
         report = json.loads(stdout.decode("utf-8"))
-        tree, interfaces, clock = report["tree"], report["interfaces"], report["clock"]
+        tree, interfaces, clock, child = report["tree"], report["interfaces"], report["clock"], report["child"]
     except (ValueError, KeyError, TypeError):
         return Isolation.none(f"the jail probe printed no report: {stdout[:200]!r}")
     if tree:
         return Isolation.none(f"the jail still shows the working tree ({', '.join(map(str, tree))})")
     if interfaces != ["lo"]:
         return Isolation.none(f"the jail still has network interfaces {interfaces}")
+    if child != CHILD_PROBE_ALONE:
+        return Isolation.none(f"the product's own jail would not start inside the jail ({child!r}, expected "
+                              f"{CHILD_PROBE_ALONE!r}: its pid in a PID namespace of its own, no /proc){cause}")
     fixed = clock_wanted and isinstance(clock, (int, float)) and abs(clock - FIXED_CLOCK_SECONDS) < 1
     clock_text = f"clock stopped at {FIXED_CLOCK_ISO}" if fixed else "host clock (libfaketime unavailable)"
-    return Isolation(True, fixed, f"{version}: no working tree, no network, {clock_text}")
+    return Isolation(True, fixed, f"{version}: no working tree, no network, {CHILD_JAIL}, {clock_text}")

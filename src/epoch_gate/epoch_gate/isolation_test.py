@@ -22,6 +22,8 @@ def binds(args: list[str]) -> list[tuple[str, str]]:
 def test_the_build_root_is_not_mounted_when_no_bound_folder_contains_it() -> None:
     args = isolation.jail_arguments(PY, "/home/dev/repo")
     assert "/home/dev/repo" not in args
+    # A user of its own that is not 0, even for root: a bwrap started as uid 0 cannot nest the child's jail.
+    assert args[args.index("--uid") + 1] == args[args.index("--gid") + 1] == str(isolation.JAIL_UID) != "0"
     assert ("--ro-bind", "/opt/py3.9") in binds(args)
     assert args[args.index("--chdir") + 1] == "{chroot}"
     for flag in ("--unshare-all", "--die-with-parent", "--clearenv", "--cap-drop"):
@@ -55,15 +57,16 @@ def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_
 
 
 def report(tree: tuple[str, ...] = (), interfaces: tuple[str, ...] = ("lo",),
-           clock: float = FIXED_CLOCK_SECONDS) -> bytes:
-    return json.dumps({"tree": list(tree), "interfaces": list(interfaces), "clock": clock}).encode()
+           clock: float = FIXED_CLOCK_SECONDS, child: str = "2 False") -> bytes:
+    return json.dumps({"tree": list(tree), "interfaces": list(interfaces), "clock": clock, "child": child}).encode()
 
 
 def test_a_probe_that_saw_nothing_and_a_stopped_clock_is_a_full_jail() -> None:
     judged = judge_probe("bubblewrap 0.8.0", 0, report(), b"", True)
     assert judged.jailed and judged.fixed_clock and judged.failure is None
-    assert judged.description == ("bubblewrap 0.8.0: no working tree, no network, "
-                                  "clock stopped at 2000-01-01T00:00:00Z")
+    assert judged.description == ("bubblewrap 0.8.0: no working tree, no network, the product in a jail of its "
+                                  "own, clock stopped at 2000-01-01T00:00:00Z")
+    assert isolation.is_jailed(judged.description)
 
 
 def test_a_running_clock_is_reported_not_claimed() -> None:
@@ -82,11 +85,22 @@ def test_every_doubtful_probe_means_no_jail() -> None:
         (0, report(tree=("pants.toml", "src")), b"", "still shows the working tree"),
         (0, report(interfaces=("eth0", "lo")), b"", "network interfaces"),
         (0, report(interfaces=()), b"", "network interfaces"),
+        (0, report(child="1 False"), b"", "the product's own jail would not start"),  # no PID namespace
+        (0, report(child="2 True"), b"", "the product's own jail would not start"),  # a /proc to look in
+        (0, report(child="exit 1: bwrap: setting up uid map: Operation not permitted"), b"", "uid map"),
     ]
     for exit_code, stdout, stderr, why in cases:
         judged = judge_probe("bubblewrap 0.8.0", exit_code, stdout, stderr, True)
         assert not judged.jailed and not judged.fixed_clock, (stdout, judged)
         assert judged.failure and why in judged.failure and judged.description.startswith("none ("), judged
+        assert not isolation.is_jailed(judged.description)
+
+
+def test_a_host_restriction_is_named_with_its_fix_when_the_jail_fails() -> None:
+    fix = "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run `sudo sysctl -w x`"
+    judged = judge_probe("bubblewrap 0.9.0", 1, b"", b"bwrap: setting up uid map: Permission denied", True, fix)
+    assert judged.failure == ("bubblewrap would not start a jail here (exit 1: bwrap: setting up uid map: "
+                              f"Permission denied); {fix}")
 
 
 def test_prefixes_must_be_absolute_paths() -> None:

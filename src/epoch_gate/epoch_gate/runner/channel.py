@@ -187,11 +187,8 @@ class Channel:
         self.check()
         try:
             got = protocol.read_frame(self._process.stdout)  # type: ignore[arg-type]
-            if got is None:
-                if self._broken:
-                    raise self.fail(Code.RUNNER_PROTOCOL, f"the child stopped reading: {self._broken}")
-                status = self._end()
-                raise self.fail(*self._ended(status))
+            if got is None:  # its end, not the broken pipe the writer may also have met, is the cause
+                raise self.fail(*self._ended(self._end()))
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
