@@ -6,7 +6,9 @@ than `closed` with `property-failed` means the attack programmed the judge.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,61 @@ for _module in list(_sys.modules.values()):
     if isinstance(_server, type) and hasattr(_server, "answer"):
         _server.answer = lambda self, scope, line: '["v",-1,"bool",true,{}]'
 """,
+}
+# Product code that goes for the runner beside it, as it could when they shared a jail, a uid and a PID
+# namespace (issue 25): a detached process that stops the runner and rewrites its summary; a signal to
+# the parent; the runner's memory through /proc; the runner's files. Every attempt is tried and ignored.
+ESCAPES = """
+import json as _json, os as _os, signal as _signal, time as _time
+
+
+def _attempt(action):
+    try:
+        action()
+    except Exception:
+        pass
+
+
+def _runners():
+    for pid in _os.listdir("/proc"):
+        if pid.isdigit() and b"epoch_gate.runner.main" in open(f"/proc/{pid}/cmdline", "rb").read():
+            yield int(pid)
+
+
+def _rewrite(path):
+    summary = _json.load(open(path))
+    for prop in summary["properties"]:
+        prop.update(outcome="pass", observation_ids=[], failures=0, first_failure=0, detail="")
+    _json.dump(summary, open(path, "w"))
+
+
+def _detached():
+    for _ in range(600):
+        for pid in list(_runners()):
+            _attempt(lambda: _os.kill(pid, _signal.SIGSTOP))
+            for root in (f"/proc/{pid}/cwd", ".."):
+                _attempt(lambda: _rewrite(f"{root}/__replay/replay.json"))
+            _attempt(lambda: _os.kill(pid, _signal.SIGCONT))
+        _time.sleep(0.05)
+
+
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        _attempt(_detached)
+    _os._exit(0)
+_attempt(lambda: _os.kill(_os.getppid(), _signal.SIGSTOP))
+_attempt(lambda: _os.kill(_os.getppid(), _signal.SIGCONT))
+_attempt(lambda: open(f"/proc/{_os.getppid()}/mem", "r+b").write(b"x"))
+_attempt(lambda: open("__world/orders.jsonl", "w").write(""))
+_attempt(lambda: open(__file__, "a").write("# rewritten"))
+"""
+# Product code that would take the machine down without its limits ([property-replay].child_*).
+HOGS = {
+    "forks": ("import os as _os\nwhile True:\n    _os.fork()\n", "its process limit"),
+    "allocates": ("_kept = []\nwhile True:\n    _kept.append(bytearray(1 << 26))\n", "its memory limit"),
+    "prints": ("import sys as _sys\nfor _ in range(1 << 14):\n    _sys.stderr.write('x' * (1 << 16))\n",
+               "its output limit"),
 }
 FAKE_LAUNCHER = """#!/usr/bin/env bash
 mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
@@ -156,13 +213,41 @@ def test_product_values_and_the_childs_channel_never_decide(example: Repo, judge
         assert {r["code"] for r in orders["reasons"]} == {"property-failed"}, run.stdout
 
 
+def test_product_code_cannot_stop_signal_read_or_rewrite_the_runner(example: Repo, judge: Repo) -> None:
+    source = (example.root / UNCAPPED[0]).read_text()
+    commit = candidate(example, "escapes", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + ESCAPES})
+    started = time.monotonic()
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert time.monotonic() - started < 60
+    orders = run.suite("checks:orders_properties")
+    outcomes = {p["name"]: p["outcome"] for p in orders["properties"]}
+    assert outcomes["discount_never_exceeds_subtotal"] == "fail", run.stdout
+    assert {r["code"] for r in orders["reasons"]} == {"property-failed"}, run.stdout
+
+
+@pytest.mark.parametrize("hog", sorted(HOGS))
+def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, judge: Repo, hog: str) -> None:
+    code, limit = HOGS[hog]
+    source = (example.root / UNCAPPED[0]).read_text()
+    commit = candidate(example, f"hog-{hog}", files={UNCAPPED[0]: source + code})
+    started = time.monotonic()
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    assert time.monotonic() - started < 120
+    orders = run.suite("checks:orders_properties")
+    assert {r["code"] for r in orders["reasons"]} == {"replay-failed"}, run.stdout
+    assert any(f"the product went over {limit}" in r["message"] for r in orders["reasons"]), run.stdout
+
+
 def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:
     commit = candidate(example, "honest", files={"src/orders/orders/notes.py": '"""Notes."""\n'})
     first = judged(judge, commit)
     assert first.verdict == "eligible" and first.exit_code == 0, first.stdout
     assert first.report["mode"] == "trusted"
-    statement = (judge.root / "dist" / "gate" / "statement.intoto.json").read_text()
-    assert commit in statement
+    statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
+    assert statement["subject"][0]["digest"]["gitCommit"] == commit
+    assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
     again = judged(judge, commit, "--stats-log", "-ldebug")
     assert again.verdict == "eligible"
     assert [line for line in again.stdout.splitlines() if not line.startswith("report")] == \
