@@ -84,7 +84,7 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["timeVerified"] == "2026-12-03T20:05:09Z"  # in UTC, whatever zone the clock gave
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
     identities = {"suite.epoch_id": "e1", "suite.generator_sha256": "a" * 64, "suite.manifest_sha256": "b" * 64,
-                  "suite.world_sha256": "c" * 64}
+                  "suite.world_sha256": "c" * 64, "suite.isolation": None}
     assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
                                    "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                                    "annotations": identities}
@@ -97,6 +97,33 @@ def test_only_eligible_passes() -> None:
     assert make(hold)["predicate"]["verificationResult"] == "FAILED"
     passed = make(eligible(sample_report()))["predicate"]
     assert passed["verificationResult"] == "PASSED" and passed["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
+
+
+JAILED = "bubblewrap 0.8.0: no working tree, no network, the product in a jail of its own, clock stopped at x"
+
+
+def isolated(report: Report, *isolation: str) -> Report:
+    (suite,) = report.suites
+    suites = tuple(dataclasses.replace(suite, address=f"suite{i}",
+                                       identities=dataclasses.replace(suite.identities, isolation=text))
+                   for i, text in enumerate(isolation))
+    return dataclasses.replace(report, suites=suites)
+
+
+@pytest.mark.parametrize("isolation, levels", [
+    ((JAILED,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+    ((JAILED, JAILED), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+    ((JAILED, "none (bubblewrap unavailable)"), ["EPOCH_GATE_ELIGIBLE"]),
+    (("UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable)",), ["EPOCH_GATE_ELIGIBLE"]),
+    (("bubblewrap 0.8.0: no working tree, no network, clock stopped at x",), ["EPOCH_GATE_ELIGIBLE"]),
+])
+def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(isolation: tuple[str, ...],
+                                                                               levels: list[str]) -> None:
+    report = eligible(isolated(sample_report(), *isolation))
+    predicate = make(report)["predicate"]
+    assert predicate["verifiedLevels"] == levels
+    assert [v for k, v in predicate["policy"]["annotations"].items() if k.endswith(".isolation")] == list(isolation)
+    assert make(isolated(sample_report(), *isolation))["predicate"]["verifiedLevels"] == ["FAILED"]
 
 
 def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
