@@ -51,7 +51,8 @@ def jail_options() -> list[str]:
 
 def runner_options(*extra: str, jailed: bool = False) -> list[str]:
     # No jail unless a test asks for one: /usr/bin/bwrap may or may not exist on the host.
-    tools = jail_options() if jailed else ["--bwrap-url-template=file:///nonexistent/bwrap"]
+    tools = jail_options() if jailed else ["--bwrap-url-template=file:///nonexistent/bwrap",
+                                           "--bwrap-system-search-path=[]"]
     return ["--pex-cli-version=v2.1.137", f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
             f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
             "--python-interpreter-constraints=['CPython==3.9.*']", "--source-root-patterns=['/', '/src']",

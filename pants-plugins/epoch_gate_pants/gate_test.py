@@ -435,7 +435,8 @@ def test_trusted_mode_passes_an_honest_candidate_and_attests_it(repo: GateRepo) 
 def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_accepted(repo: GateRepo) -> None:
     commit = repo.candidate("honest-unjailed", {"src/notes.py": '"""Notes."""\n'})
     run = repo.gate(f"--gate-candidate={commit}", jailed=False)
-    assert run.verdict == "closed" and codes(run.report) == {"isolation-unavailable"}, run.stdout
+    # Nothing ran: the replay's own reason says so beside the cause.
+    assert run.verdict == "closed" and codes(run.report) == {"isolation-unavailable", "replay-failed"}, run.stdout
     (refused,) = reasons(run.report, "isolation-unavailable")
     assert "trusted mode (--gate-candidate) requires it" in refused["expected"]
     assert "unsafe_allow_unjailed_verdict" in refused["message"] and "apt-get install bubblewrap" in refused["message"]

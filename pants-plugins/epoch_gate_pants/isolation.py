@@ -18,8 +18,10 @@ from pants.core.util_rules.external_tool import (
 )
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests
 from pants.engine.platform import Platform
+from pants.core.util_rules.system_binaries import BashBinary, BinaryPathRequest, BinaryPaths, BinaryPathTest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.option.option_types import StrListOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
@@ -49,6 +51,20 @@ class Bubblewrap(TemplatedExternalTool):
         "0.8.0|linux_x86_64|85580dd52ed366ece8844e90fa75ac7c4de8802963071344e123221fb9f6f11e|72080",
     ]
     default_url_template = "file:///usr/bin/bwrap"
+
+    system_search_path = StrListOption(
+        default=["/usr/bin", "/bin", "/usr/local/bin"],
+        advanced=True,
+        help=help_text(
+            f"""
+            Where to look for the distribution's own `bwrap` when the pinned one (`url_template` and
+            `known_versions`) is not available: Ubuntu's, Fedora's or a newer Debian's bubblewrap has
+            other bytes than the pinned Debian 12 build. The first one found is used if it reports
+            version {".".join(map(str, isolation.MIN_BWRAP))} or later; the report names its version.
+            An empty list uses the pinned one only.
+            """
+        ),
+    )
 
 
 class Libfaketime(TemplatedExternalTool):
@@ -103,7 +119,7 @@ class Jail:
     @property
     def description(self) -> str:
         """What the report, the console and the statement say of the isolation a verdict was reached in."""
-        if self.trusted and not self.isolation.jailed:
+        if self.trusted and self.unsafe_unjailed and not self.isolation.jailed:
             return f"UNJAILED ([gate].unsafe_allow_unjailed_verdict): {self.isolation.description}"
         return self.isolation.description
 
@@ -187,7 +203,40 @@ async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Lib
                    ToolFileRequest.of(faketime, platform, isolation.FAKETIME)]
     pex, *jail = await MultiGet(Get(ToolFile, ToolFileRequest, request) for request in wanted)
     bwrap_file, clock_file = jail or (off, off)
+    if bwrap_file.missing and gate.isolation is not Mode.OFF:
+        system = await Get(ToolFile, SystemBubblewrapRequest(tuple(bwrap.system_search_path)))
+        bwrap_file = system if system.missing is None else ToolFile(
+            EMPTY_DIGEST, f"{bwrap_file.missing}; and {system.missing}")
     return JailTools(bwrap_file, clock_file, pex)
+
+
+@dataclass(frozen=True)
+class SystemBubblewrapRequest:
+    search_path: tuple[str, ...]
+
+
+@rule(desc="Find the system's bubblewrap", level=LogLevel.DEBUG)
+async def system_bubblewrap(request: SystemBubblewrapRequest, bash: BashBinary) -> ToolFile:
+    """The distribution's `bwrap`, version-checked and copied to its place in the jail's tools (so its
+    bytes are part of every jailed process's inputs, as the pinned one's are)."""
+    where = ", ".join(request.search_path) or "nowhere ([bwrap].system_search_path is empty)"
+    found = await Get(BinaryPaths, BinaryPathRequest(binary_name="bwrap", search_path=request.search_path,
+                                                     test=BinaryPathTest(["--version"], fingerprint_stdout=False)))
+    if found.first_path is None:
+        return ToolFile(EMPTY_DIGEST, f"no system bubblewrap in {where}: install the `bubblewrap` package")
+    path = found.first_path
+    copied = await Get(FallibleProcessResult, Process(
+        argv=[bash.path, "-c", f'mkdir -p {isolation.TOOLS_DIR} && cp "$1" {isolation.BWRAP} && "$1" --version',
+              "bash", path.path],
+        env={"BWRAP_SHA256": path.fingerprint}, output_files=(isolation.BWRAP,), level=LogLevel.DEBUG,
+        description=f"Copy the system's bubblewrap ({path.path})",
+        cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL))
+    said = copied.stdout.decode("utf-8", "replace").strip()
+    version = isolation.bwrap_version(said)
+    if copied.exit_code != 0 or version is None or version < isolation.MIN_BWRAP:
+        return ToolFile(EMPTY_DIGEST, f"the system's {path.path} ({said or f'exit {copied.exit_code}'}) is not "
+                        f"bubblewrap {'.'.join(map(str, isolation.MIN_BWRAP))} or later")
+    return ToolFile(copied.output_digest, None)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from epoch_gate_pants import register
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld, FixtureWorldRequest
-from epoch_gate_pants.gate_harness import GENERATOR, configure
+from epoch_gate_pants.gate_harness import BWRAP_SHA, GENERATOR, bootstrapped, configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
 from epoch_gate_pants.replay import (
@@ -212,6 +213,28 @@ def test_required_isolation_without_bubblewrap_runs_nothing(rule_runner: RuleRun
     world = rule_runner.request(FixtureWorld, [request])
     assert world.failure is not None and world.failure.code is Code.ISOLATION_UNAVAILABLE
     assert "bubblewrap unavailable" in world.failure.found
+
+
+def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(rule_runner: RuleRunner,
+                                                                               tmp_path: Path) -> None:
+    write_repo(rule_runner)
+    system = tmp_path / "system"
+    system.mkdir()
+    shutil.copy(bootstrapped("isolation/bwrap", BWRAP_SHA), system / "bwrap")
+    configure(rule_runner, "--bwrap-url-template=file:///nonexistent/bwrap", f"--bwrap-system-search-path=['{system}']",
+              jailed=True)
+    jail = rule_runner.request(Jail, [])
+    assert jail.isolation.jailed and jail.isolation.description.startswith("bubblewrap 0.8.0: no working tree")
+
+    (system / "bwrap").unlink()
+    (system / "bwrap").write_text("#!/bin/sh\necho bubblewrap 0.4.1\n")
+    (system / "bwrap").chmod(0o755)
+    configure(rule_runner, "--bwrap-url-template=file:///nonexistent/bwrap", f"--bwrap-system-search-path=['{system}']",
+              jailed=True)
+    jail = rule_runner.request(Jail, [])
+    assert not jail.isolation.jailed
+    assert jail.isolation.description.endswith(
+        f"and the system's {system}/bwrap (bubblewrap 0.4.1) is not bubblewrap 0.5.0 or later)"), jail.isolation
 
 
 @pytest.mark.parametrize("mode", ["auto", "required"])

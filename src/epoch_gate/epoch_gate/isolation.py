@@ -30,6 +30,21 @@ FIXED_CLOCK_ISO = "2000-01-01T00:00:00Z"
 # Read-only views of the host's programs and libraries; a missing one is skipped (`-try`).
 SYSTEM_PATHS = ("/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alternatives")
 
+# The oldest bubblewrap with every option the jails use (--clearenv came in 0.5.0): Ubuntu 22.04 has 0.6.1.
+MIN_BWRAP = (0, 5, 0)
+
+
+def bwrap_version(said: str) -> Optional[tuple[int, ...]]:
+    """The version in `bwrap --version`'s output (`bubblewrap 0.8.0`), or None."""
+    words = said.split()
+    if len(words) != 2 or words[0] != "bubblewrap":
+        return None
+    try:
+        return tuple(int(part) for part in words[1].split("."))
+    except ValueError:
+        return None
+
+
 # The jail's user. Not 0: a bwrap started as uid 0 takes itself for a privileged one and cannot start the
 # product's own jail inside this one (`child_jail_arguments`).
 JAIL_UID = 1000
