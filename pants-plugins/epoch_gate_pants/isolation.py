@@ -126,12 +126,16 @@ class Jail:
     @property
     def refusal(self) -> Reason | None:
         """Why nothing may run, when the jail is required and does not give all it promises."""
-        if not self.required or (self.isolation.jailed and self.isolation.fixed_clock):
+        # Trusted mode needs the jail; `required` also the stopped clock (a distribution's libfaketime
+        # other than the pinned one leaves the host clock, which can break a build but not pass one).
+        clock = self.mode is Mode.REQUIRED
+        if not self.required or (self.isolation.jailed and (self.isolation.fixed_clock or not clock)):
             return None
-        setting = ("trusted mode (--gate-candidate) requires it" if self.mode is not Mode.REQUIRED
-                   else "[gate].isolation = required")
-        return Reason(Code.ISOLATION_UNAVAILABLE, "pants.toml",
-                      f"a bubblewrap jail with a stopped clock and the product in a jail of its own ({setting})",
+        wanted = ("a bubblewrap jail with a stopped clock and the product in a jail of its own "
+                  "([gate].isolation = required)" if clock else
+                  "a bubblewrap jail with the product in a jail of its own (trusted mode (--gate-candidate) "
+                  "requires it)")
+        return Reason(Code.ISOLATION_UNAVAILABLE, "pants.toml", wanted,
                       self.isolation.description,
                       "the generator and the replays may not run outside the jail: "
                       f"{self.isolation.failure or 'the wall clock did not stop'}. Install bubblewrap "
@@ -189,6 +193,11 @@ class JailTools:
     pex: ToolFile
 
 
+@dataclass(frozen=True)
+class SystemBubblewrapRequest:
+    search_path: tuple[str, ...]
+
+
 @rule(desc="Fetch the jail's tools", level=LogLevel.DEBUG)
 async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli,
                            platform: Platform) -> JailTools:
@@ -208,11 +217,6 @@ async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Lib
         bwrap_file = system if system.missing is None else ToolFile(
             EMPTY_DIGEST, f"{bwrap_file.missing}; and {system.missing}")
     return JailTools(bwrap_file, clock_file, pex)
-
-
-@dataclass(frozen=True)
-class SystemBubblewrapRequest:
-    search_path: tuple[str, ...]
 
 
 @rule(desc="Find the system's bubblewrap", level=LogLevel.DEBUG)

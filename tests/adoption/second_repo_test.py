@@ -5,6 +5,7 @@ CI recipes of docs/ci/ run their own steps over it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,21 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     assert checkout["with"]["fetch-depth"] == 0 and "ref" not in checkout["with"]  # the base, never the PR
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
-    runs = [s for s in steps if "run" in s]
+    install, *runs = [s for s in steps if "run" in s]
+    assert install["name"] == "Install the jail" and steps.index(install) == 0
     assert runs[0]["name"] == "Fetch the pull request as data" and "refs/pull/$PR/head" in runs[0]["run"]
     assert runs[1]["run"] == 'pants --no-pantsd --no-pantsrc gate --gate-candidate="$CANDIDATE" ::'
+    # The install step as written, with `sudo` recording what it would run and the provisioned bubblewrap
+    # as the one it installs: its own check must start a jail.
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "sudo").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/sudo.log\n')
+    (shims / "sudo").chmod(0o755)
+    (shims / "bwrap").symlink_to(adopted.root / ".pants.bootstrap" / "isolation" / "bwrap")
+    installed = adopted.sh(install["run"], env={"PATH": f"{shims}:{os.environ['PATH']}"})
+    assert installed.returncode == 0, installed.stderr
+    assert (tmp_path / "sudo.log").read_text().splitlines()[:2] == [
+        "apt-get update -qq", "apt-get install -y -qq --no-install-recommends bubblewrap"]
 
     several_reasons(adopted)
     candidate = adopted.sh("git rev-parse several").stdout.strip()
