@@ -5,6 +5,10 @@
 # `path: severity [code] message` line per reason and the Markdown report, copies dist/gate/ back (and
 # into $GATE_ARTIFACTS when set), and exits with the gate's own code: 0 eligible, 1 closed, 2 hold.
 #
+# Trusted mode requires the jail: install bubblewrap where this runs (`apt-get install bubblewrap`; on
+# Ubuntu 23.10 and later also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), or the verdict
+# is `closed` (`isolation-unavailable`) with the fix in its message.
+#
 # Run the trusted ref's copy of this script, never the candidate's:
 #   git fetch origin main && git show refs/remotes/origin/main:docs/ci/gate.sh | bash -s -- "$CANDIDATE"
 # tests/adoption/second_repo_test.py runs it.

@@ -448,7 +448,7 @@ def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_acc
     assert "isolation UNJAILED" in run.stdout
     statement = json.loads(repo.read("dist/gate/statement.intoto.json"))
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
-    assert statement["predicate"]["policy"]["annotations"]["//checks:props.isolation"] == isolation
+    assert statement["predicate"]["policy"]["annotations"]["checks:props.isolation"] == isolation
 
 
 def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:
