@@ -221,16 +221,15 @@ def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(ru
     system = tmp_path / "system"
     system.mkdir()
     shutil.copy(bootstrapped("isolation/bwrap", BWRAP_SHA), system / "bwrap")
-    configure(rule_runner, "--bwrap-url-template=file:///nonexistent/bwrap", f"--bwrap-system-search-path=['{system}']",
-              jailed=True)
+    configure(rule_runner, f"--bwrap-system-search-path=['{system}']")  # the pinned one is not there
     jail = rule_runner.request(Jail, [])
     assert jail.isolation.jailed and jail.isolation.description.startswith("bubblewrap 0.8.0: no working tree")
+    assert jail.isolation.description.endswith("the product in a jail of its own, host clock (libfaketime unavailable)")
 
     (system / "bwrap").unlink()
     (system / "bwrap").write_text("#!/bin/sh\necho bubblewrap 0.4.1\n")
     (system / "bwrap").chmod(0o755)
-    configure(rule_runner, "--bwrap-url-template=file:///nonexistent/bwrap", f"--bwrap-system-search-path=['{system}']",
-              jailed=True)
+    configure(rule_runner, f"--bwrap-system-search-path=['{system}']")  # the pinned one is not there
     jail = rule_runner.request(Jail, [])
     assert not jail.isolation.jailed
     assert jail.isolation.description.endswith(
