@@ -18,7 +18,14 @@ from pants.core.util_rules.external_tool import (
 )
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests
 from pants.engine.platform import Platform
-from pants.core.util_rules.system_binaries import BashBinary, BinaryPathRequest, BinaryPaths, BinaryPathTest
+from pants.core.util_rules.system_binaries import (
+    BashBinary,
+    BinaryPathRequest,
+    BinaryPaths,
+    BinaryPathTest,
+    CpBinary,
+    MkdirBinary,
+)
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.option.option_types import StrListOption
@@ -220,7 +227,8 @@ async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Lib
 
 
 @rule(desc="Find the system's bubblewrap", level=LogLevel.DEBUG)
-async def system_bubblewrap(request: SystemBubblewrapRequest, bash: BashBinary) -> ToolFile:
+async def system_bubblewrap(request: SystemBubblewrapRequest, bash: BashBinary, mkdir: MkdirBinary,
+                            cp: CpBinary) -> ToolFile:
     """The distribution's `bwrap`, version-checked and copied to its place in the jail's tools (so its
     bytes are part of every jailed process's inputs, as the pinned one's are)."""
     where = ", ".join(request.search_path) or "nowhere ([bwrap].system_search_path is empty)"
@@ -230,8 +238,8 @@ async def system_bubblewrap(request: SystemBubblewrapRequest, bash: BashBinary) 
         return ToolFile(EMPTY_DIGEST, f"no system bubblewrap in {where}: install the `bubblewrap` package")
     path = found.first_path
     copied = await Get(FallibleProcessResult, Process(
-        argv=[bash.path, "-c", f'mkdir -p {isolation.TOOLS_DIR} && cp "$1" {isolation.BWRAP} && "$1" --version',
-              "bash", path.path],
+        argv=[bash.path, "-c", f'"$1" -p {isolation.TOOLS_DIR} && "$2" "$3" {isolation.BWRAP} && "$3" --version',
+              "bash", mkdir.path, cp.path, path.path],
         env={"BWRAP_SHA256": path.fingerprint}, output_files=(isolation.BWRAP,), level=LogLevel.DEBUG,
         description=f"Copy the system's bubblewrap ({path.path})",
         cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL))
