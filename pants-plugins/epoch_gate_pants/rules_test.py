@@ -226,14 +226,15 @@ def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(ru
     assert jail.isolation.jailed and jail.isolation.description.startswith("bubblewrap 0.8.0: no working tree")
     assert jail.isolation.description.endswith("the product in a jail of its own, host clock (libfaketime unavailable)")
 
-    (system / "bwrap").unlink()
-    (system / "bwrap").write_text("#!/bin/sh\necho bubblewrap 0.4.1\n")
-    (system / "bwrap").chmod(0o755)
-    configure(rule_runner, f"--bwrap-system-search-path=['{system}']")  # the pinned one is not there
+    old = tmp_path / "old"  # another folder: the engine keeps a probe's answer while its options are the same
+    old.mkdir()
+    (old / "bwrap").write_text("#!/bin/sh\necho bubblewrap 0.4.1\n")
+    (old / "bwrap").chmod(0o755)
+    configure(rule_runner, f"--bwrap-system-search-path=['{old}']")
     jail = rule_runner.request(Jail, [])
     assert not jail.isolation.jailed
     assert jail.isolation.description.endswith(
-        f"and the system's {system}/bwrap (bubblewrap 0.4.1) is not bubblewrap 0.5.0 or later)"), jail.isolation
+        f"and the system's {old}/bwrap (bubblewrap 0.4.1) is not bubblewrap 0.5.0 or later)"), jail.isolation
 
 
 @pytest.mark.parametrize("mode", ["auto", "required"])
