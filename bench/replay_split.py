@@ -23,11 +23,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from epoch_gate.catalog import Catalog, Property
 from epoch_gate.manifest import sample
 from epoch_gate.runner import parent
+from epoch_gate.runner.confine import ChildJail
 from epoch_gate.world import records, world_sha256
 
 # The product: an order's totals as a dataclass of dataclasses, as real product code returns them.
@@ -126,9 +127,9 @@ def in_process(world: Path, predicate: Callable[[dict], object], bound: str = "o
     return held
 
 
-def boundary(world: Path, sandbox: Path, out: Path, name: str) -> int:
+def boundary(world: Path, sandbox: Path, out: Path, name: str, jail: Optional[ChildJail] = None) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
-    child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",))
+    child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",), jail=jail)
     result = parent.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
     (outcome,) = result.properties
     assert outcome.outcome == "pass", outcome
@@ -182,6 +183,8 @@ def main() -> None:
     arguments = argparse.ArgumentParser()
     arguments.add_argument("--records", type=int, default=1_000_000)
     arguments.add_argument("--runs", type=int, default=3)
+    arguments.add_argument("--jail", metavar="BWRAP",
+                           help="also time the boundary with the child in its own jail, started by this bubblewrap")
     arguments.add_argument("--example", metavar="SITE",
                            help="the example's product, world and properties; SITE: a folder holding attrs "
                                 "(`python3.9 -m pip install --target SITE attrs`)")
@@ -207,9 +210,11 @@ def main() -> None:
         baseline = importlib.import_module("bench_inprocess")
         size = (world / "orders.jsonl").stat().st_size
         print(f"{args.records} records, {size / 2**20:.0f} MiB, {args.runs} interleaved runs each")
+        jail = ChildJail(str(Path(args.jail).resolve())) if args.jail else None
         for name in ("single", "multi"):
             ours: list[float] = []
             theirs: list[float] = []
+            jailed: list[float] = []
             for run in range(args.runs):
                 start = time.perf_counter()
                 assert in_process(world, getattr(baseline, name)) == args.records
@@ -217,9 +222,16 @@ def main() -> None:
                 start = time.perf_counter()
                 assert boundary(world, sandbox, root / f"out-{name}-{run}", name) == args.records
                 ours.append(time.perf_counter() - start)
+                if jail is not None:
+                    start = time.perf_counter()
+                    assert boundary(world, sandbox, root / f"jailed-{name}-{run}", name, jail) == args.records
+                    jailed.append(time.perf_counter() - start)
             ratio = statistics.median(theirs) / statistics.median(ours)
             print(f"{name}: boundary {fmt(ours, args.records)}; in-process {fmt(theirs, args.records)}; "
                   f"throughput ratio boundary / in-process = {ratio:.2f}")
+            if jailed:
+                print(f"{name}, the child in its own jail: {fmt(jailed, args.records)}; "
+                      f"jailed / unjailed time = {statistics.median(jailed) / statistics.median(ours):.3f}")
 
 
 def fmt(samples: list[float], count: int) -> str:
