@@ -240,6 +240,23 @@ def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, jud
     assert any(f"the product went over {limit}" in r["message"] for r in orders["reasons"]), run.stdout
 
 
+def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_accepted(example: Repo,
+                                                                                     judge: Repo) -> None:
+    commit = candidate(example, "unjailed", files={"src/orders/orders/unjailed.py": '"""Notes."""\n'})
+    no_jail = ("--bwrap-url-template=file:///nonexistent/bwrap", "--bwrap-system-search-path=[]")
+    refused = judged(judge, commit, *no_jail)
+    assert refused.verdict == "closed" and refused.codes() == {"isolation-unavailable", "replay-failed"}, \
+        refused.stdout
+    assert all("install bubblewrap" in r["message"].lower() and "unsafe_allow_unjailed_verdict" in r["message"]
+               for r in refused.reasons("isolation-unavailable")), refused.stdout
+
+    accepted = judged(judge, commit, *no_jail, "--gate-unsafe-allow-unjailed-verdict")
+    assert accepted.verdict == "eligible", accepted.stdout
+    assert "isolation UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable" in accepted.stdout
+    statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
+    assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
+
+
 def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:
     commit = candidate(example, "honest", files={"src/orders/orders/notes.py": '"""Notes."""\n'})
     first = judged(judge, commit)
