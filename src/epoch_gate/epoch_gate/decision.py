@@ -87,7 +87,9 @@ class Evidence:
     suite: str = "suite"
 
 
-_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED)}
+# The runner's own codes for a property it could not evaluate; any other is the predicate's error.
+_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED,
+                                     Code.REPLAY_FAILED)}
 
 
 def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:

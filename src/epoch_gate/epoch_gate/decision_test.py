@@ -59,7 +59,7 @@ def codes(ev: Evidence) -> list[Code]:
     return [r.code for r in decide(ev).reasons]
 
 
-@pytest.mark.parametrize("code", [Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED, Code.BOUND_MISSING])
+@pytest.mark.parametrize("code", [Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED, Code.BOUND_MISSING, Code.REPLAY_FAILED])
 def test_a_replay_error_closes_with_its_own_code(code: Code) -> None:
     errored = PropertyOutcome("p", "orders", 0, "error", (), "the child failed", code.value)
     verdict = decide(evidence(replay=replay(errored)))
