@@ -68,21 +68,25 @@ def _system_binds() -> list[str]:
 
 
 def child_jail_arguments(python_prefixes: Iterable[str], read_only: Iterable[str], cwd: str,
-                         env: dict[str, str]) -> list[str]:
+                         env: dict[str, str], tmp_bytes: Optional[int] = None) -> list[str]:
     """bwrap's arguments, up to and including `--`, for the replay's child: a jail inside the replay's own,
     which sees the system, the interpreter and `read_only` (the product's files), all read-only, and an
-    empty /tmp of its own. It has its own user, PID, network, IPC and UTS namespaces and no /proc, so the
-    runner that started it is not there to see, signal or trace; when its first process exits, the kernel
-    ends every process it started."""
+    empty /tmp of its own, of `tmp_bytes` (bubblewrap 0.7 and later), or read-only when None. Nothing
+    else is writable: its root and /dev are remounted read-only. It has its own user, PID, network, IPC
+    and UTS namespaces and no /proc, so the runner that started it is not there to see, signal or trace;
+    when its first process exits, the kernel ends every process it started."""
+    tmp = ["--size", str(tmp_bytes), "--tmpfs", "/tmp"] if tmp_bytes is not None else ["--tmpfs", "/tmp"]
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "child",
-            "--clearenv", *_system_binds(), "--dev", "/dev", "--tmpfs", "/tmp"]
+            "--clearenv", *_system_binds(), "--dev", "/dev", *tmp]
     # After /tmp's tmpfs: a Pants sandbox is usually under /tmp.
     for path in sorted(set(python_prefixes)):
         if not any(_under(path, s) for s in SYSTEM_PATHS):
             args += ["--ro-bind", path, path]
     for path in sorted(set(read_only)):
         args += ["--ro-bind", path, path]
-    args += ["--chdir", cwd]
+    args += ["--chdir", cwd, "--remount-ro", "/dev", "--remount-ro", "/"]
+    if tmp_bytes is None:
+        args += ["--remount-ro", "/tmp"]
     for name in sorted(env):
         args += ["--setenv", name, env[name]]
     return [*args, "--"]

@@ -10,9 +10,11 @@ import fcntl
 import os
 import queue
 import signal
+import resource
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -33,6 +35,8 @@ PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged proces
 
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
 MAX_ORPHAN_ROUNDS = 100
+EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
+ANSWERS_CAP = 64 << 20  # bytes of one batch's answers: the parent reads a frame whole
 
 
 def guard_parent() -> None:
@@ -81,6 +85,22 @@ def kill_orphans() -> None:
     raise ChildFailed(Code.RUNNER_PROTOCOL, "the processes the child started would not end")
 
 
+def _exits_within(pid: int, seconds: float) -> bool:
+    """Whether the child `pid` exits within `seconds` (it is left unreaped either way)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
+def _children_cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 class ChildFailed(Exception):
     """The child could not answer: its reason code and why."""
 
@@ -101,8 +121,9 @@ class Channel:
         if jail is None:
             argv.append(f"--parent={os.getpid()}")
         else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
-            argv = jail.argv(argv, sandbox, names, child_path)
-        self._limits = limits
+            argv = jail.argv(argv, sandbox, names, child_path, limits)
+        self._limits, self._late = limits, False
+        self._cpu_before, self._cpu_seconds = _children_cpu_seconds(), 0.0
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
         self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True, preexec_fn=limits.apply)
@@ -144,15 +165,18 @@ class Channel:
         Watch.kill_tree()  # in the child's jail, its processes are in sessions of their own
 
     def _end(self) -> int:
-        """Waits for the child to exit, then kills its whole process group before reaping it (while the
-        group's id cannot be reused), then every process it left behind: a process the child forked would
-        otherwise outlive it and could rewrite the outputs the parent writes once the child is done. One
-        that left the group (setsid) was reparented to this process, a child subreaper (`guard_parent`)."""
+        """Waits (EXIT_GRACE at most) for the child to exit, then kills its whole process group before
+        reaping it (while the group's id cannot be reused), then every process it left behind: a process
+        the child forked would otherwise outlive it and could rewrite the outputs the parent writes once
+        the child is done. One that left the group (setsid) was reparented to this process, a child
+        subreaper (`guard_parent`); in the child's jail, all of them die with its PID namespace."""
         if self._process.returncode is None:
-            os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
+            self._late = not _exits_within(self._process.pid, EXIT_GRACE)
             self._kill_group()
+            os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
         self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
         status = self._process.wait()
+        self._cpu_seconds = _children_cpu_seconds() - self._cpu_before
         kill_orphans()
         self._watch.output_ended()
         return status
@@ -161,12 +185,16 @@ class Channel:
         """Why the child ended before its answers: a limit it went over, or an early exit."""
         # bubblewrap exits 128 + n when the process it started was killed by signal n
         signal_number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
-        limit = self._watch.exceeded or self._limits.describe(signal_number)
-        if limit is None and status == EXIT_MEMORY:
-            limit = (f"its memory limit ({self._limits.memory} bytes of address space per process, "
-                     "[property-replay].child_memory_bytes)")
+        limit = self._watch.exceeded
+        # A limit the kernel enforces is named only on the parent's own evidence, the CPU time the child's
+        # processes used; the exit status alone is the product's to choose.
+        if limit is None and signal_number in (signal.SIGXCPU, signal.SIGKILL) \
+                and self._cpu_seconds >= self._limits.cpu_seconds:
+            limit = self._limits.cpu()
         if limit is not None:
             return Code.REPLAY_FAILED, f"the product went over {limit}"
+        if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
+            return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space()}"
         return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
 
     def healthy(self) -> bool:
@@ -186,7 +214,7 @@ class Channel:
         """The answers to the oldest batch sent and not yet answered, `count` calls long."""
         self.check()
         try:
-            got = protocol.read_frame(self._process.stdout)  # type: ignore[arg-type]
+            got = protocol.read_frame(self._process.stdout, ANSWERS_CAP)  # type: ignore[arg-type]
             if got is None:  # its end, not the broken pipe the writer may also have met, is the cause
                 raise self.fail(*self._ended(self._end()))
             kind, payload = got
@@ -213,6 +241,8 @@ class Channel:
             status = self._end()
             if process.stdout.read(1):
                 problem = "the child wrote more than its answers on the protocol channel"
+            if self._late and not problem:
+                problem = f"the child did not exit within {EXIT_GRACE:g} s of its last answer"
             if status and not problem:
                 problem = f"the child exited {status} after its answers"
         self._end()

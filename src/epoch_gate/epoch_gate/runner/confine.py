@@ -8,6 +8,7 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -26,12 +27,13 @@ KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to i
 
 @dataclass(frozen=True)
 class Limits:
-    """What the child's process tree may use. `memory`: bytes of address space per process, and resident
-    bytes of the whole tree; `processes`: processes alive at once; `open_files`: per process; `output`:
-    bytes written to stdout and stderr by the whole tree; `cpu_seconds`: per process."""
+    """What the child's process tree may use. `memory`: bytes of address space per process, of any one file
+    it writes, of its /tmp, and of the whole tree's resident memory and open memfds; `processes`: processes
+    and threads alive at once; `open_files`: per process; `output`: bytes written to stdout and stderr by
+    the whole tree; `cpu_seconds`: per process."""
 
     memory: int = 4096 * MiB
-    processes: int = 64
+    processes: int = 256
     open_files: int = 1024
     output: int = 16 * MiB
     cpu_seconds: int = 900
@@ -40,20 +42,19 @@ class Limits:
         """In the child before it runs anything (Popen's preexec_fn): the per-process limits, which it and
         everything it starts inherit and, without CAP_SYS_RESOURCE, cannot raise."""
         for limit, soft, hard in ((resource.RLIMIT_AS, self.memory, self.memory),
+                                  (resource.RLIMIT_FSIZE, self.memory, self.memory),
                                   (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
                                   # SIGXCPU at the soft limit; SIGKILL a second later if it is ignored
                                   (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
                                   (resource.RLIMIT_CORE, 0, 0)):
             resource.setrlimit(limit, (soft, hard))
 
-    def describe(self, signal_number: int) -> Optional[str]:
-        """Which limit a child killed by `signal_number` went over, if a limit sends it: SIGXCPU, or a
-        SIGKILL after the processes reaped so far used the CPU time a process may."""
-        used = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if signal_number == signal.SIGXCPU or (
-                signal_number == signal.SIGKILL and used.ru_utime + used.ru_stime >= self.cpu_seconds):
-            return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"
-        return None
+    def cpu(self) -> str:
+        return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"
+
+    def address_space(self) -> str:
+        return (f"its memory limit ({self.memory} bytes of address space per process, "
+                "[property-replay].child_memory_bytes)")
 
 
 def interpreter_folders() -> list[str]:
@@ -69,8 +70,16 @@ class ChildJail:
 
     bwrap: str
 
+    def sizes_tmpfs(self) -> bool:
+        """Whether this bubblewrap can bound a tmpfs (`--size`, 0.7 and later): else /tmp is read-only."""
+        try:
+            said = subprocess.run([self.bwrap, "--help"], capture_output=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return b"--size" in said
+
     def argv(self, command: list[str], sandbox: Path, product_names: Iterable[str],
-             child_path: Iterable[str]) -> list[str]:
+             child_path: Iterable[str], limits: Limits) -> list[str]:
         root = str(sandbox)
         names = set(product_names)
         # The product's own files only: not the world, the manifest, the predicates or the outputs.
@@ -79,12 +88,14 @@ class ChildJail:
         env = {name: os.environ[name] for name in CLOCK_ENV if name in os.environ}
         clock = [env["LD_PRELOAD"]] if os.path.isabs(env.get("LD_PRELOAD", "")) else []
         read_only = [runner, *product, *child_path, *clock]
-        return [self.bwrap, *child_jail_arguments(interpreter_folders(), read_only, root, env), *command]
+        tmp = limits.memory if self.sizes_tmpfs() else None
+        return [self.bwrap, *child_jail_arguments(interpreter_folders(), read_only, root, env, tmp), *command]
 
 
-def _descendants(root: int) -> list[int]:
-    """Every process below `root`, from /proc's children lists (orphans a subreaper adopted included)."""
-    found: list[int] = []
+def _tree(root: int) -> list[tuple[int, int]]:
+    """(pid, threads) of every process below `root`, from /proc's children lists (orphans a subreaper
+    adopted included)."""
+    found: list[tuple[int, int]] = []
     pending = [root]
     while pending:
         pid = pending.pop()
@@ -92,31 +103,38 @@ def _descendants(root: int) -> list[int]:
             tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
+        if pid != root:
+            found.append((pid, len(tasks)))
         for task in tasks:
             try:
                 with open(f"/proc/{pid}/task/{task}/children", "rb") as listed:
-                    children = [int(child) for child in listed.read().split()]
+                    pending += [int(child) for child in listed.read().split()]
             except OSError:
                 continue
-            found += children
-            pending += children
     return found
 
 
-def _zombie(pid: int) -> bool:
+def _state(pid: int) -> bytes:
+    """The process's state letter (`Z` zombie, `T` stopped), `X` when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+            return stat.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True  # gone
+        return b"X"
 
 
-def _resident(pid: int) -> int:
+def _memory(pid: int) -> int:
+    """Resident bytes, and the bytes of every memfd it holds open (memory no mapping shows)."""
+    total = 0
     try:
         with open(f"/proc/{pid}/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * resource.getpagesize()
+            total += int(statm.read().split()[1]) * resource.getpagesize()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                total += os.stat(f"/proc/{pid}/fd/{fd}").st_size
     except (OSError, IndexError, ValueError):
-        return 0
+        pass
+    return total
 
 
 class Watch:
@@ -128,6 +146,7 @@ class Watch:
         self.exceeded: Optional[str] = None
         self.kept = bytearray()
         self._output = output
+        self._reaped = False  # the child's group id is free for reuse: never kill by it again
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._drain, daemon=True),
@@ -139,8 +158,9 @@ class Watch:
         with self._lock:
             if self.exceeded is None:
                 self.exceeded = why
-        with contextlib.suppress(ProcessLookupError):  # the child's group first: atomic against its forks
-            os.killpg(self.group, signal.SIGKILL)
+            if not self._reaped:  # the child's group first: atomic against its forks
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.group, signal.SIGKILL)
         self.kill_tree()
 
     @staticmethod
@@ -149,7 +169,7 @@ class Watch:
         first round). In the child's jail that includes its first process, whose death ends every process
         of its PID namespace at once."""
         for _ in range(KILL_ROUNDS):
-            alive = [pid for pid in _descendants(os.getpid()) if not _zombie(pid)]
+            alive = [pid for pid, _ in _tree(os.getpid()) if _state(pid) not in (b"Z", b"X")]
             if not alive:
                 return
             for pid in alive:
@@ -174,19 +194,26 @@ class Watch:
                 return
 
     def _poll(self) -> None:
-        me = os.getpid()
+        me, stopped = os.getpid(), set()
         while not self._done.wait(POLL_SECONDS):
-            tree = _descendants(me)
-            if len(tree) > self.limits.processes:
-                self.over(f"its process limit ({self.limits.processes} processes at once, "
+            tree = _tree(me)
+            now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
+            if sum(threads for _, threads in tree) > self.limits.processes:
+                self.over(f"its process limit ({self.limits.processes} processes and threads at once, "
                           "[property-replay].child_processes)")
-            elif sum(map(_resident, tree)) > self.limits.memory:
-                self.over(f"its memory limit ({self.limits.memory} bytes resident, "
+            elif sum(_memory(pid) for pid, _ in tree) > self.limits.memory:
+                self.over(f"its memory limit ({self.limits.memory} bytes resident and in memfds, "
                           "[property-replay].child_memory_bytes)")
+            elif now_stopped & stopped:  # stopped for a whole poll: it would hold the replay until its timeout
+                self.over("a stop: one of its processes was stopped (SIGSTOP), which would hold the replay")
+            stopped = now_stopped
 
     def stop_polling(self) -> None:
+        """Before the child is reaped: from then on its group id may name another process's group."""
         self._done.set()
         self._threads[1].join()
+        with self._lock:
+            self._reaped = True
 
     def output_ended(self) -> None:
         """Waits for the end of the output: what the child's processes wrote before they were killed."""

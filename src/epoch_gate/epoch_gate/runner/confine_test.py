@@ -53,6 +53,42 @@ def detaches():
         os._exit(0)
     return 1
 
+def threads():
+    import threading
+    threading.stack_size(1 << 18)  # many threads, little address space
+    for _ in range(100):
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    time.sleep(60)
+
+def memfds():
+    kept = []
+    for _ in range(4):  # 1.2 GiB, over the tree's 1 GiB
+        fd = os.memfd_create("hidden")
+        for _ in range(300):
+            os.write(fd, b"x" * (1 << 20))
+        kept.append(fd)
+    time.sleep(60)
+
+def stops():
+    import signal
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return 1
+
+def lingers():
+    import threading
+    threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: the child cannot exit
+    return 1
+
+def fakes_a_limit():
+    os._exit(128 + 24)  # what bubblewrap says of a child killed by SIGXCPU
+
+def fills_tmp():
+    for number in range(20):  # files under the size limit of one file, 2 GiB in all
+        with open(f"/tmp/big{number}", "wb") as big:
+            for _ in range(100):
+                big.write(b"x" * (1 << 20))
+    return 1
+
 def looks(runner):
     found = {"pid": os.getpid(), "proc": os.path.exists("/proc/1"), "world": os.path.exists("world"),
              "checks": os.path.exists("hog_checks.py")}
@@ -91,20 +127,39 @@ def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional
     return outcome
 
 
-@pytest.mark.parametrize("function, limit", [
-    ("forks", "its process limit (16 processes at once, [property-replay].child_processes)"),
-    ("allocates", "its memory limit (1073741824 bytes of address space per process, "
-                  "[property-replay].child_memory_bytes)"),
-    ("prints", "its output limit (1048576 bytes on stdout and stderr, [property-replay].child_output_bytes)"),
-    ("computes", "its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
+PROCESSES = "went over its process limit (16 processes and threads at once, [property-replay].child_processes)"
+
+
+@pytest.mark.parametrize("function, code, detail", [
+    ("forks", "replay-failed", PROCESSES),
+    ("threads", "replay-failed", PROCESSES),
+    ("allocates", "replay-failed", "ran out of memory under its memory limit (1073741824 bytes of address space "
+                                   "per process, [property-replay].child_memory_bytes)"),
+    ("memfds", "replay-failed", "went over its memory limit (1073741824 bytes resident and in memfds, "
+                                "[property-replay].child_memory_bytes)"),
+    ("prints", "replay-failed", "went over its output limit (1048576 bytes on stdout and stderr, "
+                                "[property-replay].child_output_bytes)"),
+    ("computes", "replay-failed", "went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
+    ("stops", "replay-failed", "went over a stop: one of its processes was stopped (SIGSTOP), which would hold "
+                               "the replay"),
+    # The exit status alone names no limit: the product chooses it.
+    ("fakes_a_limit", "runner-protocol", "the child ended early (exit 152)"),
 ])
-def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Path, function: str,
-                                                                     limit: str) -> None:
+def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Path, function: str, code: str,
+                                                                     detail: str) -> None:
     started = time.monotonic()
     outcome = replay(tmp_path, function)
-    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
-        "error", "replay-failed", f"the product went over {limit}")
+    prefix = "" if code == "runner-protocol" else "the product "
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == ("error", code, prefix + detail)
     assert time.monotonic() - started < 30
+
+
+def test_a_child_that_does_not_exit_after_its_answers_is_ended(tmp_path: Path) -> None:
+    started = time.monotonic()
+    outcome = replay(tmp_path, "lingers")
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error", "runner-protocol", "the child did not exit within 5 s of its last answer")
+    assert time.monotonic() - started < 15
 
 
 def test_the_resident_memory_of_the_whole_tree_is_bounded(tmp_path: Path) -> None:
@@ -136,8 +191,19 @@ def test_in_its_own_jail_the_child_sees_and_reaches_nothing_of_the_runner(tmp_pa
     assert (outcome.outcome, outcome.records, outcome.detail) == ("pass", 1, "")
 
 
+@pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
+def test_in_its_own_jail_the_childs_tmp_is_bounded_and_nothing_else_is_writable(tmp_path: Path) -> None:
+    outcome = replay(tmp_path, "fills_tmp", jail=ChildJail(BWRAP))  # 2 GiB into a /tmp of 1 GiB
+    assert (outcome.outcome, outcome.detail) == ("fail", "the product raised OSError: [Errno 28] No space left on device")
+
+
 def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
-    args = child_jail_arguments(["/opt/py"], ["/sb/hog.py", "/sb/__runner"], "/sb", {"FAKETIME": "x"})
+    args = child_jail_arguments(["/opt/py"], ["/sb/hog.py", "/sb/__runner"], "/sb", {"FAKETIME": "x"}, 1024)
+    assert args[args.index("--tmpfs") - 2:args.index("--tmpfs")] == ["--size", "1024"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--remount-ro"] == ["/dev", "/"]
+    unsized = child_jail_arguments([], [], "/sb", {})
+    assert "--size" not in unsized and [unsized[i + 1] for i, a in enumerate(unsized) if a == "--remount-ro"] == [
+        "/dev", "/", "/tmp"]
     binds = [(args[i], args[i + 1]) for i, a in enumerate(args) if a in ("--ro-bind", "--bind", "--tmpfs", "--proc")]
     assert binds == [("--tmpfs", "/tmp"), ("--ro-bind", "/opt/py"), ("--ro-bind", "/sb/__runner"),
                      ("--ro-bind", "/sb/hog.py")]

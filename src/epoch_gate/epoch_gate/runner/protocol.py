@@ -44,16 +44,17 @@ def frame(kind: bytes, payload: bytes) -> bytes:
     return _HEADER.pack(kind, len(payload)) + payload
 
 
-def read_frame(stream: BinaryIO) -> Optional[tuple[bytes, bytes]]:
-    """The next (kind, payload), or None at a clean end of stream (EOF on a frame boundary)."""
+def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes, bytes]]:
+    """The next (kind, payload), or None at a clean end of stream (EOF on a frame boundary); a payload over
+    `cap` bytes is refused before it is read."""
     header = stream.read(_HEADER.size)
     if not header:
         return None
     if len(header) != _HEADER.size:
         raise ProtocolError(f"truncated frame header ({len(header)} bytes)")
     kind, size = _HEADER.unpack(header)
-    if size > MAX_PAYLOAD:
-        raise ProtocolError(f"frame of {size} bytes is over the cap")
+    if size > cap:
+        raise ProtocolError(f"frame of {size} bytes is over the cap of {cap}")
     payload = stream.read(size)
     if len(payload) != size:
         raise ProtocolError(f"truncated frame ({len(payload)} of {size} bytes)")
