@@ -179,16 +179,17 @@ class SampledPropertiesSubsystem(Subsystem):
         help=help_text(
             """
             Bytes of memory the replay's product code may use: the address space of each of its
-            processes, and the resident memory of all of them together. Going over it is `replay-failed`
-            naming the limit.
+            processes and the size of any file it writes; the resident memory and open memfds of all of
+            them together; and its `/tmp` (with bubblewrap 0.7 and later). Going over it is
+            `replay-failed` naming the limit.
             """
         ),
     )
     child_processes = IntOption(
         default=_LIMITS.processes,
         advanced=True,
-        help="Processes the replay's product code may have alive at once (a fork bomb ends here): "
-             "`replay-failed` beyond it.",
+        help="Processes and threads the replay's product code may have alive at once (a fork bomb ends "
+             "here): `replay-failed` beyond it.",
     )
     child_open_files = IntOption(
         default=_LIMITS.open_files,
