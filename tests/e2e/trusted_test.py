@@ -123,10 +123,11 @@ _attempt(lambda: open(__file__, "a").write("# rewritten"))
 """
 # Product code that would take the machine down without its limits ([property-replay].child_*).
 HOGS = {
-    "forks": ("import os as _os\nwhile True:\n    _os.fork()\n", "its process limit"),
-    "allocates": ("_kept = []\nwhile True:\n    _kept.append(bytearray(1 << 26))\n", "its memory limit"),
+    "forks": ("import os as _os\nwhile True:\n    _os.fork()\n", "the product went over its process limit"),
+    "allocates": ("_kept = []\nwhile True:\n    _kept.append(bytearray(1 << 26))\n",
+                  "the product ran out of memory under its memory limit"),
     "prints": ("import sys as _sys\nfor _ in range(1 << 14):\n    _sys.stderr.write('x' * (1 << 16))\n",
-               "its output limit"),
+               "the product went over its output limit"),
 }
 FAKE_LAUNCHER = """#!/usr/bin/env bash
 mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
@@ -237,7 +238,7 @@ def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, jud
     assert time.monotonic() - started < 120
     orders = run.suite("checks:orders_properties")
     assert {r["code"] for r in orders["reasons"]} == {"replay-failed"}, run.stdout
-    assert any(f"the product went over {limit}" in r["message"] for r in orders["reasons"]), run.stdout
+    assert any(limit in r["message"] for r in orders["reasons"]), run.stdout
 
 
 def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_accepted(example: Repo,

@@ -36,6 +36,7 @@ PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged proces
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
 MAX_ORPHAN_ROUNDS = 100
 EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
+CPU_TICKS = 0.1  # how far below its limit the kernel's accounting may leave a process it stopped there
 ANSWERS_CAP = 64 << 20  # bytes of one batch's answers: the parent reads a frame whole
 
 
@@ -176,8 +177,8 @@ class Channel:
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
         self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
         status = self._process.wait()
+        kill_orphans()  # in the child's jail this reaps its init, and with it the CPU time of its processes
         self._cpu_seconds = _children_cpu_seconds() - self._cpu_before
-        kill_orphans()
         self._watch.output_ended()
         return status
 
@@ -189,7 +190,7 @@ class Channel:
         # A limit the kernel enforces is named only on the parent's own evidence, the CPU time the child's
         # processes used; the exit status alone is the product's to choose.
         if limit is None and signal_number in (signal.SIGXCPU, signal.SIGKILL) \
-                and self._cpu_seconds >= self._limits.cpu_seconds:
+                and self._cpu_seconds >= self._limits.cpu_seconds - CPU_TICKS:
             limit = self._limits.cpu()
         if limit is not None:
             return Code.REPLAY_FAILED, f"the product went over {limit}"

@@ -192,8 +192,19 @@ def test_in_its_own_jail_the_child_sees_and_reaches_nothing_of_the_runner(tmp_pa
 
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
+@pytest.mark.parametrize("function, detail", [
+    ("computes", "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
+    ("fakes_a_limit", "the child ended early (exit 152)"),
+    ("forks", f"the product {PROCESSES}"),
+])
+def test_in_its_own_jail_a_limit_is_named_on_the_runners_evidence(tmp_path: Path, function: str, detail: str) -> None:
+    assert replay(tmp_path, function, jail=ChildJail(BWRAP)).detail == detail
+
+
+@pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
 def test_in_its_own_jail_the_childs_tmp_is_bounded_and_nothing_else_is_writable(tmp_path: Path) -> None:
-    outcome = replay(tmp_path, "fills_tmp", jail=ChildJail(BWRAP))  # 2 GiB into a /tmp of 1 GiB
+    limits = Limits(memory=1024 * MiB, processes=16, open_files=256, output=MiB, cpu_seconds=60)
+    outcome = replay(tmp_path, "fills_tmp", limits, ChildJail(BWRAP))  # 2 GiB into a /tmp of 1 GiB
     assert (outcome.outcome, outcome.detail) == ("fail", "the product raised OSError: [Errno 28] No space left on device")
 
 
