@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -256,6 +257,30 @@ def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_acc
     assert "isolation UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable" in accepted.stdout
     statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
+
+
+def planted(example: Repo, folder: str, name: str) -> str:
+    """A commit on main whose tree adds `folder/name`, as `git mktree` takes any name (issue 26)."""
+    def fed(stdin: str, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(example.root), *args], input=stdin, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    blob = fed("x = 1\n", "hash-object", "-w", "--stdin")
+    inner = fed(f"100644 blob {blob}\t{name}\0", "mktree", "-z")
+    top = example.git("ls-tree", "-z", "main").split("\0")
+    tree = fed("".join(f"{entry}\0" for entry in top if entry) + f"040000 tree {inner}\t{folder}\0", "mktree", "-z")
+    return example.git("commit-tree", tree, "-p", "main", "-m", f"planted {folder}")
+
+
+@pytest.mark.parametrize("folder, name", [("..", "escape.py"), ("long", "m" * 300 + ".py")])
+def test_a_tree_entry_no_file_system_holds_is_refused_with_a_report_in_seconds(example: Repo, judge: Repo,
+                                                                             folder: str, name: str) -> None:
+    commit = planted(example, folder, name)
+    started = time.monotonic()
+    run = judged(judge, commit)
+    assert time.monotonic() - started < 60
+    assert run.verdict == "closed" and run.codes() == {"path-not-regular"}, run.stdout
+    (refused,) = run.reasons("path-not-regular")
+    assert refused["path"].endswith(name) and "no file system can hold" in refused["message"]
 
 
 def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:

@@ -9,6 +9,7 @@ nor a candidate branched from an older main can hide an edit, and its files are 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
@@ -19,6 +20,8 @@ from epoch_gate.text import from_os
 from epoch_gate.tree import ReviewedTree
 
 REGULAR_MODES = ("100644", "100755")
+# What every file system the gate runs on can hold: a name of at most NAME_MAX bytes, a path of PATH_MAX.
+NAME_MAX, PATH_MAX = 255, 4096
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,34 @@ def _entries(root: Path, tree: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
+def _unportable(path: str) -> Optional[str]:
+    """Why a file system cannot hold `path` (git's tree can: `git mktree` takes any name but `/` and NUL),
+    or None."""
+    encoded = os.fsencode(path)
+    if len(encoded) > PATH_MAX:
+        return f"a path of {len(encoded)} bytes"
+    for name in path.split("/"):
+        if name in ("", ".", ".."):
+            return f"a name {name!r}"
+        if name.lower() == ".git":
+            return "git's own folder name"
+        if len(os.fsencode(name)) > NAME_MAX:
+            return f"a name of {len(os.fsencode(name))} bytes"
+    return None
+
+
+def _check_portable(entries: Mapping[str, tuple[str, str]]) -> None:
+    """Refuses the whole candidate, before anything of it is written, at its first path that no file system
+    holds as git names it: written, it would land elsewhere (`..`) or fail the build in the middle."""
+    for path in sorted(entries):
+        why = _unportable(path)
+        if why is not None:
+            raise fail(Code.PATH_NOT_REGULAR, from_os(path), "the candidate's tree holds a path no file system "
+                       "can hold as git names it: nothing of it is written", expected=(
+                           f"names of 1 to {NAME_MAX} bytes, not `.`, `..` or `.git`, and paths of at most "
+                           f"{PATH_MAX} bytes"), found=why)
+
+
 def _merged_tree(root: Path, head: str, commit: str) -> str:
     done = run_git(root, "merge-tree", "--write-tree", "--no-messages", head, commit)
     first = done.stdout.decode("utf-8", "replace").split("\n", 1)[0].strip()
@@ -104,7 +135,9 @@ def open_candidate(root: Path, revision: str, trusted_refs: Sequence[str]) -> Ca
                    "checkout (a shallow clone? fetch the full history)", expected="a merge base", found="none")
     tree = _merged_tree(root, head, commit)
     own = git_text(root, "rev-parse", "--verify", f"{commit}^{{tree}}").strip()
-    return Candidate(commit, tree, head, _changed(root, head, tree), _entries(root, tree), tree == own)
+    entries = _entries(root, tree)
+    _check_portable(entries)
+    return Candidate(commit, tree, head, _changed(root, head, tree), entries, tree == own)
 
 
 def blob_sizes(root: Path, oids: Iterable[str]) -> dict[str, int]:
