@@ -15,17 +15,31 @@
 set -uo pipefail
 
 trusted="${GATE_TRUSTED_REF:-refs/remotes/origin/main}"
+case "$trusted" in
+  refs/*) ;;
+  *) # a short name resolves through refs/tags/ first: a pushed tag could stand in for the branch
+    echo "epoch_gate: the trusted ref $trusted is not a full ref name (refs/...): closed" >&2
+    exit 1 ;;
+esac
 git fetch --quiet origin main 2>/dev/null || true # a clone that already has the trusted ref is fine too
+if ! git show-ref --verify --quiet "$trusted"; then
+  echo "epoch_gate: the trusted ref $trusted does not exist here (fetch it): closed" >&2
+  exit 1
+fi
 candidate="$(git rev-parse --verify --quiet "${1:-HEAD}^{commit}")" || {
   echo "epoch_gate: the candidate ${1:-HEAD} is not a commit: closed" >&2
   exit 1
 }
-judge="$(mktemp -d)/judge"
+scratch="$(mktemp -d)"
+judge="$scratch/judge"
+trap 'git worktree remove --force "$judge" 2>/dev/null; rm -rf "$scratch"' EXIT
 if ! git worktree add --quiet --detach "$judge" "$trusted"; then
   echo "epoch_gate: cannot check out the trusted ref $trusted: closed" >&2
   exit 1
 fi
-trap 'git worktree remove --force "$judge"' EXIT
+# The trusted checkout's own launcher when it ships one (this repository's ./pants), else Pants on PATH.
+pants=(pants)
+[ -x "$judge/pants" ] && [ -f "$judge/pants" ] && pants=(./pants)
 # The report is copied into ./dist/gate: in a checkout of the candidate, a committed `dist` symlink would
 # send the delete and the copy elsewhere.
 if [ -L dist ] || [ -L dist/gate ] || { [ -e dist ] && [ ! -d dist ]; }; then
@@ -34,7 +48,7 @@ if [ -L dist ] || [ -L dist/gate ] || { [ -e dist ] && [ ! -d dist ]; }; then
 fi
 rm -rf dist/gate # a report left from an earlier run must never stand in for this one
 # --no-pantsrc: nothing outside the trusted checkout (a ~/.pants.rc, say) configures the judge.
-(cd "$judge" && PANTS_GATE_ANNOTATIONS=plain pants --no-pantsd --no-pantsrc gate --gate-candidate="$candidate" ::)
+(cd "$judge" && PANTS_GATE_ANNOTATIONS=plain "${pants[@]}" --no-pantsd --no-pantsrc gate --gate-candidate="$candidate" ::)
 verdict=$?
 if [ -f "$judge/dist/gate/report.md" ]; then
   mkdir -p dist && cp -R "$judge/dist/gate" dist/gate

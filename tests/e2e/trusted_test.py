@@ -7,6 +7,7 @@ than `closed` with `property-failed` means the attack programmed the judge.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -257,6 +258,33 @@ def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_acc
     assert "isolation UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable" in accepted.stdout
     statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
+
+
+def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) -> None:
+    """The README's command, run in a clone whose origin is the example, with no `pants` on PATH: the
+    trusted checkout's own ./pants judges, the report comes back, and no temporary folder is left."""
+    readme = (Path.cwd() / "README.md").read_text()
+    block = readme.split("In CI, judge a pull request in **trusted mode**", 1)[1].split("```console\n", 1)[1]
+    (command,) = [line[2:] for line in block.split("```", 1)[0].splitlines() if line.startswith("$ ")]
+    commit = candidate(example, "readme", files={"src/orders/orders/readme_notes.py": '"""Notes."""\n'})
+    ci = tmp_path / "ci"
+    subprocess.run(["git", "clone", "-q", str(example.root), str(ci)], check=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "pants").exists())
+    done = subprocess.run(["bash", "-c", command], cwd=ci, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PR_SHA": commit, "PATH": path, "TMPDIR": str(scratch)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
+    assert list(scratch.iterdir()) == []
+
+
+def test_the_ci_script_refuses_a_short_trusted_ref(example: Repo) -> None:
+    script = (Path.cwd() / "docs" / "ci" / "gate.sh").read_text()
+    done = subprocess.run(["bash", "-s", "--", "HEAD"], input=script, cwd=example.root, capture_output=True,
+                          text=True, env={**os.environ, "GATE_TRUSTED_REF": "origin/main"})
+    assert done.returncode == 1
+    assert done.stderr == "epoch_gate: the trusted ref origin/main is not a full ref name (refs/...): closed\n"
 
 
 def planted(example: Repo, folder: str, name: str) -> str:
