@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 TOP_LEVEL = ("BUILD", "pants", "pants.toml", "3rdparty", "pants-plugins", "src", "fixtures", "checks",
-             "observations", "freezes")
+             "observations", "freezes", "README.md", "docs")
 GITIGNORE = "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n__pycache__/\n"
 GIT_ENV = {"GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid", "GIT_COMMITTER_NAME": "e2e",
            "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
