@@ -276,7 +276,7 @@ def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) 
                           env={**os.environ, "PR_SHA": commit, "PATH": path, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
-    assert list(scratch.iterdir()) == []
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("tmp.")] == []  # mktemp's; Pants leaves its own
 
 
 def test_the_ci_script_refuses_a_short_trusted_ref(example: Repo) -> None:
