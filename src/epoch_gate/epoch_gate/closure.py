@@ -3,8 +3,8 @@
 In trusted mode the candidate's BUILD files are not loaded, so the build graph cannot say what the
 suite depends on. The imports can: every `import` and `from ... import` statement, found by the
 tokenizer (iterative, so a hostile file cannot exhaust the deciding process's stack the way a deep
-syntax tree can). Conditional imports count too, and so does a string literal that names an existing
-module (`importlib.import_module("pkg.plugins.fast")`). A name built at run time is not seen: the module
+syntax tree can), after decoding it as Python does. Conditional imports count too, and so does a string
+literal that names an existing module (`importlib.import_module("pkg.plugins.fast")`, `"fastpath"`). A name built at run time is not seen: the module
 ships only when it sits in a package the suite reaches; elsewhere the replay cannot find it and the
 property errors (closed), unless the code falls back to something else, as it would in local mode, where
 Pants' own dependency inference does not see it either.
@@ -13,6 +13,7 @@ Pants' own dependency inference does not see it either.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import posixpath
 import re
@@ -21,7 +22,8 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from epoch_gate.modules import module_name
 
-_DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# A module's name as a string spells it: one word or several (`import_module("fastpath")`).
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Beyond these an import is not followed but refused: a hostile file could make the scan quadratic.
 MAX_NAME = 1000  # characters of one dotted module name
 MAX_NAMES = 10_000  # module names one file may import
@@ -32,13 +34,20 @@ class ImportsTooLarge(ValueError):
 
 
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
-    """The significant tokens of each logical line (a tokenizer error ends the scan: what was read counts)."""
+    """The significant tokens of each logical line (a tokenizer error ends the scan: what was read counts).
+
+    The source is decoded whole, as Python decodes a module before it splits it into lines: by its
+    declared encoding (a `# coding:` cookie or a BOM), with universal newlines. Tokenizing the bytes line
+    by line would split them before decoding, so a newline spelled in the declared codec (`+AAo-` in
+    UTF-7) would hide the import after it."""
     line: list[tokenize.TokenInfo] = []
     skip = (tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
-    # As importlib decodes source: a bare carriage return ends a line too, though tokenize alone disagrees.
-    source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     try:
-        for token in tokenize.tokenize(io.BytesIO(source).readline):
+        text = importlib.util.decode_source(source)
+    except (SyntaxError, LookupError, UnicodeError):  # a codec or a cookie Python cannot import by either
+        return
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or token.string == ";":
                 if line:
                     yield line
@@ -125,7 +134,7 @@ def _line_strings(tokens: list[tokenize.TokenInfo], names: set[str]) -> None:
             run.append(value if value is not None else "\0")
             continue
         joined = "".join(run)
-        if run and len(joined) <= MAX_NAME and _DOTTED_NAME.fullmatch(joined):
+        if run and len(joined) <= MAX_NAME and _MODULE_NAME.fullmatch(joined):
             names.add(joined)
         run = []
 
@@ -133,9 +142,9 @@ def _line_strings(tokens: list[tokenize.TokenInfo], names: set[str]) -> None:
 def scan(source: bytes, module: str, is_package: bool) -> tuple[set[str], set[str]]:
     """One tokenization of `source` (the module `module`): the module names it may import (`import a.b`
     gives `a.b`; `from a import b` gives `a` and `a.b`, b may be a submodule; relative imports are made
-    absolute), and its string literals that spell a dotted module name (`importlib.import_module(
-    "pkg.plugins.fast")`, adjacent literals joined), which, as Pants' `[python-infer].string_imports`
-    reads them, are an edge only where such a module exists."""
+    absolute), and its string literals that spell a module name (`importlib.import_module(
+    "pkg.plugins.fast")` or `__import__("fastpath")`, adjacent literals joined), which are an edge only
+    where such a module exists (unlike Pants' `[python-infer].string_imports`, one word counts too)."""
     names: set[str] = set()
     strings: set[str] = set()
     for tokens in _statements(source):

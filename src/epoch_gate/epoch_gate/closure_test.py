@@ -92,6 +92,28 @@ def test_bare_carriage_returns_end_lines_as_they_do_for_the_import_system() -> N
     assert {"pkg.sub.fast", "pkg.slow"} <= imported(source, "prod.impl", is_package=False)
 
 
+@pytest.mark.parametrize("source", [
+    # A newline spelled in the declared codec: Python decodes the file whole, then splits its lines.
+    b"# coding: utf-7\nx = 1  # +AAo-try: from fastpath import discount+AAo-except ImportError: pass\n",
+    b"# coding: utf-7\nx = 1  # +AA0-import fastpath\n",  # a carriage return, the same
+    b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nimport fastpath\n",
+    b"\xef\xbb\xbf# a BOM\nimport fastpath\n",
+    b"import importlib\nimportlib.import_module('fastpath')\n",
+    b"__import__('fastpath')\n",
+])
+def test_an_import_is_found_as_python_reads_the_source(source: bytes) -> None:
+    names, strings = scan(source, "m", is_package=False)
+    assert "fastpath" in names | strings
+    compile(source, "m.py", "exec")  # and Python reads it too
+
+
+def test_a_cookie_python_refuses_hides_nothing_python_would_run() -> None:
+    source = b"# coding: utf-16\nimport fastpath\n"
+    with pytest.raises(SyntaxError):
+        compile(source, "m.py", "exec")
+    assert scan(source, "m", is_package=False) == (set(), set())
+
+
 def test_a_codec_python_cannot_read_source_with_keeps_what_was_read() -> None:
     for codec in (b"hex", b"rot13", b"punycode", b"no-such-codec"):
         assert imported(b"# coding: " + codec + b"\nimport a\n", "m", is_package=False) == set()
@@ -161,6 +183,13 @@ def test_an_enclosing_package_ships_only_its_init() -> None:
 def test_a_string_naming_a_module_reaches_it() -> None:
     assert graph().reach({"tools.export"}) == {
         "tools/__init__.py", "tools/export.py", "plugins/__init__.py", "plugins/loaded.py", "plugins/unused.py"}
+
+
+def test_a_one_word_string_naming_a_top_level_module_reaches_it() -> None:
+    files = {"app/__init__.py": b"", "app/impl.py": b"try:\n    fast = __import__('fastpath')\nexcept ImportError:\n"
+             b"    fast = None\n", "fastpath.py": b"", "unrelated.py": b""}
+    assert ImportGraph({p: p for p in files}, files).reach({"app.impl"}) == {
+        "app/__init__.py", "app/impl.py", "fastpath.py"}
 
 
 def test_a_package_no_suite_reaches_does_not_ship() -> None:
