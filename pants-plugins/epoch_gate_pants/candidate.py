@@ -16,6 +16,7 @@ from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
 from epoch_gate.modules import module_name, top_level
 from epoch_gate.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
+from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.text import from_os
 
 MAX_FILE = 64 * 1024 * 1024  # a larger file is not materialized (and refused if the suite reaches it)
@@ -110,8 +111,28 @@ class CandidateClosureRequest:
 @dataclass(frozen=True)
 class CandidateClosure:
     places: tuple[tuple[str, str], ...]  # (candidate path, sandbox path) of every file shipped
-    stripped: Digest  # those files at their sandbox paths
+    stripped: Digest  # those files at their sandbox paths, and the stand-ins
     refusals: tuple[Reason, ...] = ()  # a reached package holding what cannot be shipped as it is
+    stand_ins: tuple[str, ...] = ()  # sandbox paths of the stand-ins for top-level modules not shipped
+
+
+def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str]) -> dict[str, bytes]:
+    """A stand-in for each of the candidate's top-level modules and packages that the suite's imports do
+    not reach (`unshipped_stub`): the child can import it by a name built at run time only to end the
+    replay, never to fall back to other code as it would if the name were simply missing."""
+    reached_names = {top_level(places[path]) for path in reached}
+    found: dict[str, bytes] = {}
+    for place in sorted(places.values()):
+        name = top_level(place)
+        # Not a name of the gate's own (its package, its `__world`-like folders): those stay the gate's.
+        if name in reached_names or name in excluded or not name.isidentifier() or name.startswith("__"):
+            continue
+        if place == f"{name}.py" or "/" in place and place.endswith(".py"):
+            stand_in = f"{name}.py" if place == f"{name}.py" else f"{name}/__init__.py"
+            found.setdefault(stand_in, unshipped_stub(name))
+    # A name that is both a module and a package: the package wins, as the import system's does.
+    return {path: text for path, text in found.items()
+            if not (path.endswith(".py") and "/" not in path and f"{path[:-3]}/__init__.py" in found)}
 
 
 @rule(desc="Find the candidate's files a suite imports")
@@ -138,9 +159,11 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
     unique = {places[path]: modules.contents[path] for path in reversed(shipped)}
+    stand_ins = _stand_ins(places, reached, oracle_names | {RUNNER_PACKAGE})
     stripped = await Get(Digest, CreateDigest([
-        FileContent(place, content.content, is_executable=content.is_executable) for place, content in unique.items()]))
-    return CandidateClosure(tuple((path, places[path]) for path in shipped), stripped, refusals)
+        *(FileContent(place, content.content, is_executable=content.is_executable) for place, content in unique.items()),
+        *(FileContent(place, text) for place, text in stand_ins.items())]))
+    return CandidateClosure(tuple((path, places[path]) for path in shipped), stripped, refusals, tuple(stand_ins))
 
 
 def rules() -> list:

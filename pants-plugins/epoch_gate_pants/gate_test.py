@@ -484,8 +484,12 @@ def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(r
         return not suites(run.report)[0]["cached"]
 
     repo.gate(f"--gate-candidate={repo.landed}")  # the trusted replay of main itself, now cached
-    # A package the predicates never import, even through the product: the replay's sandbox is unchanged.
-    assert not replayed({"src/tools/__init__.py": "", "src/tools/export.py": "import payments_lib\n"})
+    # A new package the predicates never import, even through the product: only its stand-in ships (an
+    # import of it by a name built at run time must end the replay), so its name is a new sandbox...
+    tools = {"src/tools/__init__.py": "", "src/tools/export.py": "import payments_lib\n"}
+    assert replayed(tools)
+    # ...and its code is not: an edit of it replays nothing.
+    assert not replayed({**tools, "src/tools/export.py": "import payments_lib\n# edited\n"})
     # The product module they import: a new sandbox, so a new replay.
     assert replayed({"src/payments_lib.py": repo.read("src/payments_lib.py") + "\n# reviewed\n"})
 

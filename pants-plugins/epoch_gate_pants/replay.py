@@ -196,7 +196,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     placed = _without_runner(placed, build_root.path)
     oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
               for path, stripped in predicate_places.items()}
-    code_digest, closure_refusals = None, ()
+    code_digest, closure_refusals, stand_ins = None, (), ()
     if request.candidate is not None:
         # Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
         # from the candidate's files; nothing of the working tree's product.
@@ -211,7 +211,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
             request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
         placed = {**oracle_placed, **dict(reached.places)}
         code_digest = reached.stripped
-        closure_refusals = reached.refusals
+        closure_refusals, stand_ins = reached.refusals, reached.stand_ins
     reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
                 TOOLS_DIR)
     refusals = (*closure_refusals, *shadowing(placed, reserved, oracle),
@@ -239,7 +239,8 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         code_digest = code.stripped_source_files.snapshot.digest
     # Past the shadowing check, whatever the code holds under the runner's package is the gate's own.
     code_digest = await Get(Digest, DigestSubset(code_digest, PathGlobs(["**", f"!{RUNNER_PACKAGE}/**"])))
-    names = sorted({top_level(stripped) for stripped in placed.values()})
+    # The stand-ins' names too: the child imports a stand-in (and so ends) where it would miss the module.
+    names = sorted({top_level(stripped) for stripped in (*placed.values(), *stand_ins)})
     manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
     manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")
     if manifest_dir:

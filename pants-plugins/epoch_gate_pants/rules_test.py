@@ -18,6 +18,7 @@ from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.reasons import Code
+from epoch_gate.runner.child import unshipped_stub
 from epoch_gate_pants import register
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.codeowners import GateCodeowners
@@ -395,6 +396,11 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
         "src/pkg/fast.py": "pkg/fast.py", "src/pkg/sub/__init__.py": "pkg/sub/__init__.py",
         "src/pkg/sub/engine.py": "pkg/sub/engine.py"}
     assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
+    # What the suite's imports do not reach stands in by its name: imported by a name built at run time, it
+    # ends the replay instead of being missing (which code could fall back from).
+    assert closure.stand_ins == ("other/__init__.py", "unrelated.py")
+    shipped = {c.path: c.content for c in rule_runner.request(DigestContents, [closure.stripped])}
+    assert shipped["unrelated.py"] == unshipped_stub("unrelated") and shipped["other/__init__.py"] == unshipped_stub("other")
 
 
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:

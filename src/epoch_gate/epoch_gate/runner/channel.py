@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
-from epoch_gate.runner.child import EXIT_MEMORY, RUNNER_ROOT
+from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, RUNNER_ROOT, UNSHIPPED_MARK
 from epoch_gate.runner.confine import ChildJail, Limits, Watch
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
@@ -198,6 +198,13 @@ class Channel:
             return Code.REPLAY_FAILED, f"the product went over {limit}"
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
             return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space()}"
+        if status == EXIT_UNSHIPPED:
+            said = [line.split(None, 1)[1] for line in bytes(self._watch.kept).decode("ascii", "replace").splitlines()
+                    if line.startswith(UNSHIPPED_MARK + " ")]
+            return Code.REPLAY_FAILED, (
+                f"the product imported {said[-1] if said else 'a module'} of the candidate, which the suite's imports "
+                "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
+                "(an import, or its name as a string literal) so that it ships")
         return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
 
     def healthy(self) -> bool:

@@ -27,6 +27,18 @@ from epoch_gate.runner.finder import SandboxFinder
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 EXIT_MEMORY = 75  # the product ran out of memory (its address-space limit): the runner names the limit
+# What the stand-in of a candidate module the replay did not ship exits with, after printing the mark and
+# the module's name (`unshipped_stub`): an import by a name built at run time ends the replay.
+EXIT_UNSHIPPED, UNSHIPPED_MARK = 86, "epoch_gate-unshipped:"
+
+
+def unshipped_stub(name: str) -> bytes:
+    """The stand-in shipped for the candidate's top-level module `name`, which the suite's imports do not
+    reach: importing it ends the child at once (`os._exit`: no `except` can catch it and fall back)."""
+    assert name.isidentifier()
+    return (f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
+            'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
+            f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n').encode()
 RUNNER_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 _REF_TEXT = json.dumps(protocol.REF).encode()  # how a reference's key reads in a call's JSON
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}

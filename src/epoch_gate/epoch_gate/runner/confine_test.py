@@ -17,6 +17,7 @@ from epoch_gate.isolation import child_jail_arguments
 from epoch_gate.manifest import sample
 from epoch_gate.replay_result import PropertyOutcome
 from epoch_gate.runner import parent
+from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.runner.confine import ChildJail, Limits
 
 MiB = 1 << 20
@@ -89,6 +90,13 @@ def fills_tmp():
                 big.write(b"x" * (1 << 20))
     return 1
 
+def builds_a_name():
+    import importlib
+    try:
+        return importlib.import_module("fast" + "path").answer
+    except BaseException:
+        return 1
+
 def looks(runner):
     found = {"pid": os.getpid(), "proc": os.path.exists("/proc/1"), "world": os.path.exists("world"),
              "checks": os.path.exists("hog_checks.py")}
@@ -106,7 +114,8 @@ def looks(runner):
 """
 
 
-def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional[ChildJail] = None) -> PropertyOutcome:
+def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional[ChildJail] = None,
+           names: tuple[str, ...] = ("hog",)) -> PropertyOutcome:
     world = tmp_path / "world"
     world.mkdir()
     (world / "orders.jsonl").write_text(json.dumps({"id": 1, "runner": os.getpid()}) + "\n")
@@ -121,7 +130,7 @@ def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional
     (tmp_path / "hog_checks.py").write_text(checks)
     sys.modules.pop("hog_checks", None)
     manifest = sample(Catalog((Property("judged", "orders", "hog_checks:judged", "judged."),)), 1, 1)
-    child = parent.Child(tmp_path, ("hog",), oracle_names=("hog_checks",), jail=jail, limits=limits)
+    child = parent.Child(tmp_path, names, oracle_names=("hog_checks",), jail=jail, limits=limits)
     result = parent.run(manifest, world, tmp_path / "out", suite="suite", epoch_id="e1", child=child)
     (outcome,) = result.properties
     return outcome
@@ -152,6 +161,16 @@ def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Pa
     prefix = "" if code == "runner-protocol" else "the product "
     assert (outcome.outcome, outcome.error_code, outcome.detail) == ("error", code, prefix + detail)
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("jailed", [False, True] if BWRAP else [False])
+def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(tmp_path: Path, jailed: bool) -> None:
+    (tmp_path / "fastpath.py").write_bytes(unshipped_stub("fastpath"))
+    outcome = replay(tmp_path, "builds_a_name", jail=ChildJail(BWRAP) if jailed else None, names=("hog", "fastpath"))
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == ("error", "replay-failed", (
+        "the product imported fastpath of the candidate, which the suite's imports do not reach (a name built at "
+        "run time?), so the replay did not ship it: name it in the code (an import, or its name as a string "
+        "literal) so that it ships"))
 
 
 def test_a_child_that_does_not_exit_after_its_answers_is_ended(tmp_path: Path) -> None:
