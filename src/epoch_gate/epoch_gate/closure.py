@@ -4,10 +4,10 @@ In trusted mode the candidate's BUILD files are not loaded, so the build graph c
 suite depends on. The imports can: every `import` and `from ... import` statement, found by the
 tokenizer (iterative, so a hostile file cannot exhaust the deciding process's stack the way a deep
 syntax tree can), after decoding it as Python does. Conditional imports count too, and so does a string
-literal that names an existing module (`importlib.import_module("pkg.plugins.fast")`, `"fastpath"`). A name built at run time is not seen: the module
-ships only when it sits in a package the suite reaches; elsewhere the replay cannot find it and the
-property errors (closed), unless the code falls back to something else, as it would in local mode, where
-Pants' own dependency inference does not see it either.
+literal that names an existing module (`importlib.import_module("pkg.plugins.fast")`, `"fastpath"`). A
+name built at run time is not seen: the module ships only when it sits in a package the suite reaches;
+elsewhere the replay ships a stand-in of it that ends the replay when imported (the plugin's
+`candidate._stand_ins`), so code cannot fall back from a module the replay left behind.
 """
 
 from __future__ import annotations
