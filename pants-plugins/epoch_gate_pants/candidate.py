@@ -117,22 +117,38 @@ class CandidateClosure:
 
 
 def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str]) -> dict[str, bytes]:
-    """A stand-in for each of the candidate's top-level modules and packages that the suite's imports do
-    not reach (`unshipped_stub`): the child can import it by a name built at run time only to end the
-    replay, never to fall back to other code as it would if the name were simply missing."""
-    reached_names = {top_level(places[path]) for path in reached}
+    """A stand-in (`unshipped_stub`) for each module and package of the candidate that the suite's imports
+    do not reach, at the first level where it leaves what ships: a top-level module or package, or one
+    beside an enclosing package's `__init__`. Imported by a name built at run time, it ends the replay;
+    the module simply missing would let the code fall back to other code."""
+    shipped_folders = {posixpath.dirname(places[path]) for path in reached}
+    shipped_folders |= {folder for path in shipped_folders for folder in _ancestors(path)}
     found: dict[str, bytes] = {}
-    for place in sorted(places.values()):
-        name = top_level(place)
-        # Not a name of the gate's own (its package, its `__world`-like folders): those stay the gate's.
-        if name in reached_names or name in excluded or not name.isidentifier() or name.startswith("__"):
+    for path, place in sorted(places.items()):
+        parts = place.split("/")
+        # Not the gate's own names (its package, its `__world`-like folders), nor the oracle's.
+        if path in reached or not place.endswith(".py") or parts[0] in excluded or parts[0].startswith("__"):
             continue
-        if place == f"{name}.py" or "/" in place and place.endswith(".py"):
-            stand_in = f"{name}.py" if place == f"{name}.py" else f"{name}/__init__.py"
-            found.setdefault(stand_in, unshipped_stub(name))
-    # A name that is both a module and a package: the package wins, as the import system's does.
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if depth < len(parts) and prefix in shipped_folders:
+                continue
+            name = parts[depth - 1][:-3] if depth == len(parts) else parts[depth - 1]
+            if all(part.isidentifier() for part in [*parts[:depth - 1], name]):
+                stand_in = prefix if depth == len(parts) else f"{prefix}/__init__.py"
+                found.setdefault(stand_in, unshipped_stub(".".join([*parts[:depth - 1], name])))
+            break
+    # A name that is both a module and a package: the package wins, as it does for the import system.
     return {path: text for path, text in found.items()
-            if not (path.endswith(".py") and "/" not in path and f"{path[:-3]}/__init__.py" in found)}
+            if not (path.endswith(".py") and not path.endswith("/__init__.py") and f"{path[:-3]}/__init__.py" in found)}
+
+
+def _ancestors(folder: str) -> list[str]:
+    found = []
+    while folder:
+        found.append(folder)
+        folder = posixpath.dirname(folder)
+    return found
 
 
 @rule(desc="Find the candidate's files a suite imports")

@@ -398,7 +398,7 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
     assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
     # What the suite's imports do not reach stands in by its name: imported by a name built at run time, it
     # ends the replay instead of being missing (which code could fall back from).
-    assert closure.stand_ins == ("other/__init__.py", "unrelated.py")
+    assert closure.stand_ins == ("elsewhere/__init__.py", "other/__init__.py", "unrelated.py")
     shipped = {c.path: c.content for c in rule_runner.request(DigestContents, [closure.stripped])}
     assert shipped["unrelated.py"] == unshipped_stub("unrelated") and shipped["other/__init__.py"] == unshipped_stub("other")
 

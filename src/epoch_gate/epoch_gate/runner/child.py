@@ -35,7 +35,7 @@ EXIT_UNSHIPPED, UNSHIPPED_MARK = 86, "epoch_gate-unshipped:"
 def unshipped_stub(name: str) -> bytes:
     """The stand-in shipped for the candidate's top-level module `name`, which the suite's imports do not
     reach: importing it ends the child at once (`os._exit`: no `except` can catch it and fall back)."""
-    assert name.isidentifier()
+    assert all(part.isidentifier() for part in name.split("."))
     return (f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
             'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
             f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n').encode()
