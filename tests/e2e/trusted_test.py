@@ -262,7 +262,30 @@ def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_acc
 
 # The uncapped discount in a new top-level module that the product imports by a name built at run time,
 # falling back to the correct code when the module is missing (issue 26): the scanner cannot see the name.
-FASTPATH = example: Repo, tmp_path: Path) -> None:
+FASTPATH = """
+import importlib as _importlib
+
+try:
+    _discount = _importlib.import_module("fast" + "path").discount
+except ImportError:
+    pass
+"""
+
+
+def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(example: Repo, judge: Repo) -> None:
+    source = (example.root / "src/orders/orders/totals.py").read_text()
+    commit = candidate(example, "fastpath", files={
+        "src/orders/orders/totals.py": source + FASTPATH,
+        "src/orders/fastpath.py": "from orders.totals import _percent_of\n\n\n"
+                                  "def discount(amount, bp, fixed):\n    return _percent_of(amount, bp) + fixed\n"})
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    orders = run.suite("checks:orders_properties")
+    assert {r["code"] for r in orders["reasons"]} == {"replay-failed"}, run.stdout
+    assert any("the product imported fastpath of the candidate" in r["message"] for r in orders["reasons"]), run.stdout
+
+
+def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) -> None:
     """The README's command, run in a clone whose origin is the example, with no `pants` on PATH: the
     trusted checkout's own ./pants judges, the report comes back, and no temporary folder is left."""
     readme = (example.root / "README.md").read_text()
