@@ -84,7 +84,7 @@ class ChildJail:
         names = set(product_names)
         # The product's own files only: not the world, the manifest, the predicates or the outputs.
         product = [os.path.join(root, entry) for entry in os.listdir(root) if entry.split(".")[0] in names]
-        runner = str(Path(__file__).resolve().parent.parent.parent)  # the folder holding the runner's package
+        runner = str(Path(__file__).resolve().parent.parent)  # the runner's package and the core it imports
         env = {name: os.environ[name] for name in CLOCK_ENV if name in os.environ}
         clock = [env["LD_PRELOAD"]] if os.path.isabs(env.get("LD_PRELOAD", "")) else []
         read_only = [runner, *product, *child_path, *clock]
