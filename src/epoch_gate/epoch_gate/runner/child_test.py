@@ -288,6 +288,20 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
     assert summary["properties"][0]["outcome"] == "fail"
 
 
+def test_a_child_whose_jail_cannot_start_is_refused_with_a_reason(tmp_path: Path) -> None:
+    world = sandbox(tmp_path, POSITIVE, "def amount(record):\n    return record['amount']\n")
+    (tmp_path / "manifest.json").write_bytes(sample(Catalog((prop("positive"),)), 1, 1).to_bytes())
+    done = subprocess.run(
+        [sys.executable, "-I", "-B", "-S", "-c", BOOT, RUNNER_ROOT, "replay", "--manifest", "../manifest.json",
+         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
+         "--oracle-names", ORACLE, "--child-jail", str(tmp_path / "no-bwrap")], cwd=world.parent / "sandbox",
+        capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("refused [replay-failed] suite: the replay's child could not start: [Errno 2]"), \
+        done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) -> None:
     """A third-party folder serves the product; a predicate module served from one does not load."""
     world = sandbox(tmp_path, POSITIVE,
