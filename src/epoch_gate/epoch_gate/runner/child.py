@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Optional, Sequence, Union
 
 from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
@@ -100,6 +100,11 @@ class Server:
 
     def _target(self, target: object) -> Callable[..., Any]:
         if type(target) is dict and len(target) == 1:
+            name = target.get("m")
+            if type(name) is str:  # the hot path: a callable the product names
+                found = self.names.get(name)
+                if found is not None and callable(found):
+                    return found  # type: ignore[return-value]
             (kind, value), = target.items()
             if kind == "m" and type(value) is str:
                 found = self._named(value)
@@ -117,10 +122,30 @@ class Server:
             return found  # type: ignore[return-value]
         raise Unresolved("a malformed target")
 
-    def answer(self, scope: int, line: bytes) -> str:
-        kept = self.scopes.setdefault(scope, [])
+    def read_calls(self, lines: list[bytes]) -> list[object]:
+        """A batch's calls, parsed in one go when no call holds a reference (one json.loads per call costs
+        more than the call's own parse); otherwise each on its own, a malformed one as its error."""
+        if not any(_REF_TEXT in line for line in lines):
+            try:
+                parsed = json.loads(b"[" + b",".join(lines) + b"]")
+            except (ValueError, RecursionError):
+                parsed = None
+            if type(parsed) is list and len(parsed) == len(lines):
+                return parsed
+        calls: list[object] = []
+        for line in lines:
+            try:
+                calls.append(self.read_call(line))
+            except (protocol.ProtocolError, Unresolved) as exc:
+                calls.append(exc)
+        return calls
+
+    def call(self, call: object) -> Union[str, _Returned]:
+        """What the product returned for one call, or already its answer: it raised, or the call names
+        nothing."""
         try:
-            call = self.read_call(line)
+            if isinstance(call, Exception):
+                raise call
             if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
                 raise Unresolved("a malformed call")
             function = self._target(call[0])  # type: ignore[index]
@@ -130,21 +155,40 @@ class Server:
         except MemoryError:
             os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product's module raised on import: its failure
-            return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
+            return _raised(exc)
         try:
-            result = function(*args, **kwargs)
+            return _Returned(function(*args, **kwargs))
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
+        except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
+            return _raised(exc)
+
+    def respond(self, kept: list[object], result: object) -> str:
+        """One answer, encoded on its own: a value as data, something that is not data as a handle, or
+        what the product raised while its value was read."""
+        try:
             text, own = data.encode(result)
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
-        except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
-            return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
-        if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
-            return '["v",-1,%s,%s,{}]' % (json.dumps(type(result).__name__), text)
+        except BaseException as exc:  # noqa: BLE001 - the product's property raised: its answer
+            return _raised(exc)
+        if _is_scalar(result):  # a number or text is its value: no handle
+            return '["v",-1,%s,%s,{}]' % (data.type_name(result), text)
         kept.append(result)
-        return '["v",%d,%s,%s,%s]' % (len(kept) - 1, json.dumps(type(result).__name__), text, own)
+        return '["v",%d,%s,%s,%s]' % (len(kept) - 1, data.type_name(result), text, own)
+
+    def answers(self, scope: int, calls: list[object]) -> str:
+        """The batch's answers, as the JSON list the parent reads."""
+        kept = self.scopes.setdefault(scope, [])
+        outcomes = [self.call(call) for call in calls]
+        together = _together(kept, outcomes)
+        if together is not None:
+            return together
+        return "[" + ",".join([o if type(o) is str else self.respond(kept, o.value)  # type: ignore[union-attr]
+                               for o in outcomes]) + "]"
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
@@ -161,9 +205,50 @@ class Server:
                 raise protocol.ProtocolError(f"unknown request kind {kind!r}")
             head, *lines = payload.split(b"\n")
             scope = int(head)
-            answers = ",".join(self.answer(scope, line) for line in lines)
-            write(protocol.frame(protocol.ANSWERS, f"[{answers}]".encode()))
+            write(protocol.frame(protocol.ANSWERS, self.answers(scope, self.read_calls(lines)).encode()))
             flush()
+
+
+class _Returned:
+    """A product call's return value, not yet encoded."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (int, float, str))
+
+
+def _raised(exc: BaseException) -> str:
+    return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
+
+
+def _together(kept: list[object], outcomes: list[Union[str, _Returned]]) -> Optional[str]:
+    """Every answer of the batch encoded in one go (one encoder call instead of one per answer), or None
+    when one of them needs its own: the product raised, a value is not data or is over the size, or
+    reading it raised. The handles it gave are taken back then (`Server.respond` gives them again)."""
+    if any(type(outcome) is str for outcome in outcomes):
+        return None
+    base = len(kept)
+    answers: list[object] = []
+    try:
+        for outcome in outcomes:
+            result = outcome.value  # type: ignore[union-attr]
+            if _is_scalar(result):
+                answers.append(["v", -1, type(result).__name__, result, {}])
+            else:
+                own = data.own_properties(result)
+                kept.append(result)
+                answers.append(["v", len(kept) - 1, type(result).__name__, result, own])
+        return data.encode_answers(answers)
+    except MemoryError:
+        os._exit(EXIT_MEMORY)
+    except BaseException:  # noqa: BLE001 - one answer needs its own encoding, which says why
+        del kept[base:]
+        return None
 
 
 def _import(name: str) -> object:

@@ -244,14 +244,16 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
     world = sandbox(tmp_path, POSITIVE + "\ndef exact(record, product):\n"
                               "    return product.split_app.amount(record) == abs(record['amount'])\n", """
         from epoch_gate.runner import child
-        child.Server.answer = lambda self, scope, line: '["v",-1,"int",5,{}]'
+        child.Server.answers = lambda self, scope, calls: "[" + ",".join(['["v",-1,"int",5,{}]'] * len(calls)) + "]"
         def amount(record):
             return record["amount"]
     """)
     outcomes = replayed(world, prop("positive"), prop("exact", "exact"))
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)  # the lie, judged
-    # Record 1's call imported the product, so the child answered it honestly; every later answer is 5.
-    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 17)
+    # `exact` is sampled first. Its first batch (records 1-8) imported the product, so the child answered
+    # that batch honestly: record 7's bug is found, and its rerun, answered 5, holds (a flake). Every later
+    # answer is 5, which is wrong for records 9-20.
+    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 12)
 
 
 def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None:
@@ -457,3 +459,48 @@ def test_files_the_child_planted_in_the_output_folder_are_not_evidence(tmp_path:
     out = tmp_path / "out"
     assert not (out / "extra.txt").exists()
     assert not (out / "observations" / "positive-000000000000000000000000.json").exists()
+
+
+def test_a_call_sent_ahead_is_used_only_for_the_record_exactly_as_read(tmp_path: Path) -> None:
+    """Once the first batch showed the shape `kind(record)`, later batches send that call before the
+    predicate runs. A predicate that changed its record first, even to an equal value of another type
+    (1 -> 1.0, 1 -> True), gets the answer for the record it passed, not for the one sent ahead."""
+    world = sandbox(tmp_path, """
+        def typed(record, product):
+            if record["id"] > 10:
+                record["amount"] = float(record["amount"]) if record["id"] % 2 else record["amount"] == 11
+            expected = "int" if record["id"] <= 10 else "float" if record["id"] % 2 else "bool"
+            return product.split_app.kind(record) == expected
+    """, "def kind(record):\n    return type(record['amount']).__name__\n")
+    # Records as the call encodes them (no spaces): only then is the call sent ahead.
+    (world / "payments.jsonl").write_text("".join(
+        json.dumps({"id": i, "amount": i}, separators=(",", ":")) + "\n" for i in range(1, 21)))
+    outcome = replayed(world, prop("typed", "typed"))["typed"]
+    assert (outcome.outcome, outcome.records, outcome.failures) == ("pass", 20, 0), outcome
+
+
+def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_path: Path) -> None:
+    """The batch's answers are encoded together; one that cannot be (a cycle, a property that raises)
+    is encoded on its own, and says why, while the others cross as they would have."""
+    world = sandbox(tmp_path, """
+        def exact(record, product):
+            found = product.split_app.amount(record)
+            return found.value == record["amount"] and found.double == 2 * record["amount"]
+    """, """
+        class Amount:
+            def __init__(self, value):
+                self.value = value
+                if value == 3:
+                    self.me = self  # a cycle
+            @property
+            def double(self):
+                if self.value == 4:
+                    raise ArithmeticError("four")
+                return 2 * self.value
+        def amount(record):
+            return Amount(record["amount"])
+    """)
+    outcome = replayed(world, prop("exact", "exact"))["exact"]
+    # Records 3 and 4 fail on their own answers; record 7 (negative) still holds: 2 x -5 is -10.
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 2, 3), outcome
+    assert outcome.detail == "the product's answer Amount has no field value (Circular reference detected)"

@@ -21,11 +21,17 @@ import traceback
 import types
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Optional
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from typing import Any, Callable, Optional
 
 MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
 MAX_TRACEBACK = 1500
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# A class's fields as a set: an instance whose __dict__ holds exactly those crosses as that dict, which the
+# encoder reads in C (no Python call per field).
+_DICT_FIELDS: dict[type, frozenset[str]] = {}
+_TYPE_NAMES: dict[type, str] = {}  # a class's name as JSON text
+_OWN: dict[type, tuple[str, ...]] = {}  # the properties an answer of a class crosses with
 _PROPERTIES: dict[type, tuple[str, ...]] = {}
 _JSON_NATIVE = (int, float, str, list, tuple, dict, type(None))  # subclasses too: the encoder writes their values
 
@@ -68,6 +74,7 @@ def _fields(value: object) -> Optional[tuple[str, ...]]:
     else:
         return None
     names = _FIELDS[cls] = tuple(own)
+    _DICT_FIELDS[cls] = frozenset(own)
     return names
 
 
@@ -78,8 +85,12 @@ def properties(value: object) -> dict[str, object]:
 
 def to_data(value: Any) -> object:
     """json.dumps' `default`: called only for what is not already JSON."""
-    names = _FIELDS.get(type(value))
+    cls = type(value)
+    names = _FIELDS.get(cls)
     if names is not None:  # the hot path: a class already seen
+        own = getattr(value, "__dict__", None)
+        if type(own) is dict and own.keys() == _DICT_FIELDS[cls]:
+            return own
         try:
             return {name: getattr(value, name) for name in names}
         except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
@@ -102,38 +113,76 @@ def to_data(value: Any) -> object:
         raise _Raised(exc) from None
 
 
-# Made once (json.dumps with options builds an encoder per call). ASCII: a lone surrogate (os.fsdecode's)
-# crosses escaped, and the frame always encodes.
-_ENCODE = json.JSONEncoder(default=to_data, allow_nan=False, separators=(",", ":")).encode
+def _new_encoder() -> Callable[[object], str]:
+    """json.dumps(value) with `to_data` as its default, no NaN and no spaces. ASCII: a lone surrogate
+    (os.fsdecode's) crosses escaped, and the frame always encodes. The C encoder is made once and called
+    directly (JSONEncoder.encode makes one per call); it is made anew after it raised, since it then
+    leaves the objects it was in among those it takes for a cycle."""
+    if c_make_encoder is None:
+        return json.JSONEncoder(default=to_data, allow_nan=False, separators=(",", ":")).encode
+    one_shot = c_make_encoder({}, to_data, encode_basestring_ascii, None, ":", ",", False, False, False)
+    return lambda value: "".join(one_shot(value, 0))
+
+
+_encode = _new_encoder()
+
+
+def own_properties(value: object) -> dict[str, object]:
+    """What crosses with an answer besides its value: an object's public properties ({} for anything
+    else). Raises what the product's properties raise."""
+    cls = type(value)
+    names = _OWN.get(cls)
+    if names is None:
+        names = () if (isinstance(value, _JSON_NATIVE) or callable(value) or isinstance(value, types.ModuleType)
+                       or _fields(value) is None) else _properties(cls)
+        if cls in _FIELDS:  # a dataclass or an attrs class: the same for every instance
+            _OWN[cls] = names
+    return {name: getattr(value, name) for name in names} if names else {}
 
 
 def encode(value: object) -> tuple[str, str]:
-    """An answer as JSON text: its value as data, and, for an object, its properties (the objects inside
-    it cross with their fields only: their properties when a predicate reads one). Raises NotData, or
-    what the product's own properties raise."""
+    """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
+    with their fields only: their properties when a predicate reads one). Raises NotData, or what the
+    product's own properties raise."""
     try:
         text = _checked(value)
-        if (isinstance(value, _JSON_NATIVE) or callable(value) or isinstance(value, types.ModuleType)
-                or _fields(value) is None):
-            return text, "{}"
         try:
-            own = properties(value)
+            own = own_properties(value)
         except Exception as exc:  # noqa: BLE001 - a property raised: the product's failure
             raise _Raised(exc) from None
-        return text, _checked(own)
+        return text, _checked(own) if own else "{}"
     except _Raised as wrapped:
         raise wrapped.raised from None
 
 
+def encode_answers(answers: list[object]) -> str:
+    """A batch's answers in one encoding. Raises NotData (or what a product property raised, wrapped)
+    when one of them is to be encoded on its own; over MAX_DATA together, each is."""
+    return _checked(answers)
+
+
+def type_name(value: object) -> str:
+    """The value's class name, as JSON text."""
+    cls = type(value)
+    name = _TYPE_NAMES.get(cls)
+    if name is None:
+        name = json.dumps(cls.__name__)
+        if len(_TYPE_NAMES) < 4096:
+            _TYPE_NAMES[cls] = name
+    return name
+
+
 def _checked(value: object) -> str:
+    global _encode
     try:
-        text = _ENCODE(value)
-    except ValueError as exc:  # NaN, Infinity, or a cycle
-        raise NotData(str(exc)) from None
-    except RecursionError:
-        raise NotData("nested too deeply") from None
-    except TypeError as exc:  # a dict key that is not a string, number, bool or None
-        raise NotData(str(exc)) from None
+        text = _encode(value)
+    except BaseException as exc:
+        _encode = _new_encoder()
+        if isinstance(exc, RecursionError):
+            raise NotData("nested too deeply") from None
+        if isinstance(exc, (ValueError, TypeError)):  # NaN, Infinity, a cycle; a key that is not a scalar
+            raise NotData(str(exc)) from None
+        raise
     if len(text) > MAX_DATA:
         raise NotData(f"{len(text)} characters of data, over {MAX_DATA}")
     return text

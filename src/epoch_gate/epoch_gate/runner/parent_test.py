@@ -11,6 +11,7 @@ from epoch_gate.check import check_replay
 from epoch_gate.manifest import sample
 from epoch_gate.observations import load_observations, observation_id
 from epoch_gate.replay_result import ReplayResult
+from epoch_gate.runner import judging
 from epoch_gate.runner import parent as replay
 from epoch_gate.world import world_sha256
 
@@ -150,3 +151,31 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     assert sorted((o.status, o.line) for o in observations) == [("fail", 6), ("flake", 2)]
     assert set(outcome.observation_ids) == {o.id for o in observations}
     assert result.world_sha256 == world_sha256(world)
+
+
+def _records(values: list[bytes]) -> replay.Batch:
+    return list(enumerate(values, 1))
+
+
+def test_a_batch_parses_once_and_each_record_is_exactly_its_own_value() -> None:
+    parsed = replay._parsed(_records([b'{"id":1}', b' {"id":2}', b'{"id":3,"n":[1,2]}', b"[1", b"2]", b"3,4",
+                                      b'{"s":"\xc3\xa9"}']))
+    # A record with space around it, or any record that is not one JSON value on its own (even when the
+    # three together would parse as three values), is left to json.loads, which says why.
+    assert parsed == [{"id": 1}, judging.UNPARSED, {"id": 3, "n": [1, 2]}, judging.UNPARSED, judging.UNPARSED,
+                      judging.UNPARSED, {"s": "é"}]
+    assert replay._parsed(_records([b'{"id":1}', b'{"s":"\xff"}'])) is None  # not UTF-8: each on its own
+
+
+def test_a_record_the_batch_could_not_parse_is_judged_as_json_loads_reads_it(tmp_path: Path) -> None:
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "payments.jsonl").write_bytes(b'{"id":1,"amount":1}\n {"id":2,"amount":2} \n[1\n')
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "replay_checks.py").write_text(PREDICATES)
+    (tmp_path / "sandbox" / "replay_app.py").write_text(PRODUCT)
+    child = replay.Child(tmp_path / "sandbox", ("replay_app",), oracle_names=("replay_checks",))
+    manifest = sample(Catalog((Property("positive", "payments", "replay_checks:positive", "p."),)), 1, 1)
+    (outcome,) = replay.run(manifest, world, tmp_path / "out", suite="s", epoch_id="e", child=child).properties
+    assert (outcome.outcome, outcome.error_code) == ("error", "artifact-malformed")
+    assert outcome.detail.startswith("record 3: the record is not JSON: Expecting ',' delimiter"), outcome.detail
