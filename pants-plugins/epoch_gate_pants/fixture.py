@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
@@ -61,7 +61,10 @@ class FixtureFiles:
 
 @dataclass(frozen=True)
 class FixtureWorldRequest:
+    """The pinned world, or with `seed` (64 hex digits: a held-out seed) the world drawn from it."""
+
     address: Address
+    seed: Optional[str] = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -124,15 +127,23 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
     argv = [python.path, "-B", "-S", "-s", files.generator_path, "--out", WORLD_DIR]
     for path in files.input_paths:
         argv += ["--input", path]
+    if request.seed is not None:
+        argv += ["--seed", request.seed]
     argv, env = jail.wrap(argv, dict(HERMETIC_ENV))
     sandbox = await Get(Digest, MergeDigests([inputs_only, jail.tools]))
     result = await Get(FallibleProcessResult, Process(
         argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
-        description=f"Generate the fixture world of {request.address}", level=LogLevel.DEBUG,
+        description=f"Generate the {'held-out' if request.seed else 'fixture'} world of {request.address}",
+        level=LogLevel.DEBUG,
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     if result.exit_code != 0:
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        if request.seed is not None:
+            return FixtureWorld(result.output_digest, None, Reason(
+                Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
+                f"exit {result.exit_code}", f"the generator failed with --seed: {tail[0][:300]}. Make it take "
+                "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`"))
         return FixtureWorld(result.output_digest, None, Reason(
             Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
             f"the generator failed in its sandbox: {tail[0][:300]}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Optional
 
@@ -13,6 +13,7 @@ from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
 from pants.core.util_rules.distdir import DistDir
 from pants.engine.console import Console
+from pants.engine.env_vars import CompleteEnvironmentVars
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal
 from pants.engine.internals.session import RunId
@@ -23,28 +24,30 @@ from pants.util.logging import LogLevel
 from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
-from epoch_gate import annotations, attestation, report
+from epoch_gate import annotations, attestation, held_out, report
 from epoch_gate.buildfiles import build_file_problems
 from epoch_gate.candidate import files_at, open_candidate
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
-from epoch_gate.check import check_replay
+from epoch_gate.check import ReplayEvidence, check_replay
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.folders import output_folder
 from epoch_gate.freezes import parse_freeze_files
-from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
+from epoch_gate.held_out import LOCAL, HeldOut, Key, load_key
+from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
+from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.selfcheck import shadowing
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
-from epoch_gate_pants.target_types import EpochFixturePinField, SampledPropertiesTarget
+from epoch_gate_pants.target_types import EpochFixtureHeldOutField, EpochFixturePinField, SampledPropertiesTarget
 
 
 class Gate(Goal):
@@ -83,15 +86,19 @@ class _Suite:
 class _RunsRequest:
     whole: bool  # every suite is in scope, whatever the specs
     candidate: Optional[CandidateFiles]
+    tree_key: Optional[str] = field(default=None, repr=False)  # held_out.draw_key: held-out draws when set
 
 
 @dataclass(frozen=True)
 class _Runs:
-    """Every suite of the repository, and the replay run and output of each suite in scope that has one."""
+    """Every suite of the repository, and the replay run and output of each suite in scope that has one,
+    and of its held-out world when one was drawn (else why not, by address)."""
 
     suites: tuple[_Suite, ...]
     in_scope: tuple[_Suite, ...]
     runs: tuple[tuple[ReplayRun, DigestContents], ...]
+    held_out: tuple[tuple[ReplayRun, DigestContents, str], ...] = ()  # (run, output, the seed's sha256)
+    not_drawn: tuple[tuple[Address, str], ...] = ()
 
 
 @rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
@@ -111,34 +118,90 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
                                              m.manifest_path, m.catalog_path, m.predicate_paths)
                for s, m in zip(usable, manifests)}
     suites = tuple(_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in resolved)
-    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in runs)
-    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)))
+    held_runs, seeds, not_drawn = await _held_out_runs(request, [s for s in usable if s.target.address in chosen])
+    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in (*runs, *held_runs))
+    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)),
+                 tuple(zip(held_runs, outputs[len(runs):], seeds)), tuple(not_drawn))
+
+
+async def _held_out_runs(request: _RunsRequest,
+                         suites: list[Suite]) -> tuple[list[ReplayRun], list[str], list[tuple[Address, str]]]:
+    """Each suite's replay over its held-out world (its seed from the tree's draw key, the suite and its
+    epoch), unless its fixture opted out or its pin names no epoch (then it is closed for that already)."""
+    if request.tree_key is None:
+        return [], [], []
+    drawn, not_drawn = [], []
+    epochs = await MultiGet(Get(EpochCheck, EpochCheckRequest(s.fixture.address)) for s in suites)  # type: ignore[union-attr]
+    for suite, epoch in zip(suites, epochs):
+        if not suite.fixture[EpochFixtureHeldOutField].value:  # type: ignore[index]
+            not_drawn.append((suite.target.address, f"opted out (`held_out=False` on {suite.fixture.address})"))  # type: ignore[union-attr]
+        elif epoch.pin.pin is None:
+            not_drawn.append((suite.target.address, "the pin names no epoch"))
+        else:
+            drawn.append(ReplayRequest(suite.target.address, candidate=request.candidate, held_out_seed=held_out.seed(
+                request.tree_key, str(suite.target.address), epoch.pin.pin.epoch_id)))
+    runs = await MultiGet(Get(ReplayRun, ReplayRequest, r) for r in drawn)
+    return list(runs), [held_out.seed_sha256(r.held_out_seed or "") for r in drawn], not_drawn
+
+
+def _replayed(run: ReplayRun, contents: Optional[DigestContents],
+              run_id: RunId) -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
+    """A replay run's checked output, why it has none, and whether it came from a cache."""
+    if run.result is None:
+        return None, [], None
+    cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
+    if run.result.exit_code != 0:
+        stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
+                             f"the replay did not evaluate: {stderr[0][:300]}")], cached
+    return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} replay"), [], cached
 
 
 def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
-           run_id: RunId) -> SuiteFacts:
+           run_id: RunId, held: HeldOutFacts) -> SuiteFacts:
     """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
     if run is None or suite.oracle is None:
         oracle = suite.oracle or SuiteOracle(str(suite.address), "", "", "", ())
         return SuiteFacts(oracle, Identities(None, None, None, isolation=isolation), None, None,
-                          (suite.problem,) if suite.problem else ())
-    findings = list(run.reasons)
+                          (suite.problem,) if suite.problem else (), held_out=held)
     pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
     identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
                             manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256, isolation)
-    expected = None
-    if manifest is not None and run.epoch.world.world_sha256 is not None:
-        expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records)
-    replay, cached = None, None
-    if run.result is not None:
-        cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
-        if run.result.exit_code != 0:
-            stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            findings.append(Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
-                                   f"the replay did not evaluate: {stderr[0][:300]}"))
-        else:
-            replay = check_replay({c.path: c.content for c in contents or ()}, f"{run.address} replay")
-    return SuiteFacts(suite.oracle, identities, expected, replay, tuple(findings), cached)
+    replay, failed, cached = _replayed(run, contents, run_id)
+    return SuiteFacts(suite.oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed),
+                      cached, held)
+
+
+def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
+    manifest = run.manifest.check.manifest
+    if manifest is None or world.world_sha256 is None:
+        return None
+    return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
+
+
+def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents, str]], why: str, isolation: str,
+                    run_id: RunId) -> HeldOutFacts:
+    """A suite's held-out draw as the judge reads it: its world and replay, or why none was drawn."""
+    if found is None:
+        return HeldOutFacts(HeldOut(False, why))
+    run, contents, seed_digest = found
+    world = run.held_out
+    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
+    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                            manifest.manifest_sha256 if manifest else None,
+                            world.world_sha256 if world else None, isolation)
+    replay, failed, cached = None, list(run.refusals), None
+    if world is not None and world.failure is None:
+        replay, not_run, cached = _replayed(run, contents, run_id)
+        failed += not_run
+        if world.world_sha256 == run.epoch.world.world_sha256:
+            failed.append(Reason(Code.HELD_OUT_UNAVAILABLE, run.epoch.files.generator_path,
+                                 "a world other than the pinned one from --seed", f"the pinned world {world.world_sha256}",
+                                 "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
+                                 "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`"))
+    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256 if world else None,
+                     records=tuple(sorted(world.records.items())) if world else (), cached=cached)
+    return HeldOutFacts(status, identities, _expected(run, world) if world else None, replay, tuple(failed))
 
 
 def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
@@ -155,7 +218,8 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
 
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId) -> Gate:
+                   dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
+                   environment: CompleteEnvironmentVars) -> Gate:
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     today, problems = _today(gate)
     findings += problems
@@ -183,6 +247,20 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     except EvidenceError as error:
         findings.append(error.reason)
 
+    # Held-out draws (trusted mode with the key): the key stays in this function; what goes on is the
+    # merged tree's draw key, and from it each suite's seed.
+    tree_key, held_out_why = None, LOCAL
+    if candidate is not None:
+        key, unusable = load_key(Key(gate.held_out_key_env, gate.held_out_key_file), environment)
+        if unusable is not None:
+            findings.append(unusable)
+            held_out_why = unusable.message
+        elif key is None:
+            held_out_why = held_out.no_key(gate.held_out_key_env)
+        else:
+            tree_key = held_out.draw_key(key, candidate.tree)
+        del key
+
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
     # trusted mode every suite too: an attested verdict speaks for the repository, whatever specs CI gave.
@@ -192,9 +270,12 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     await Get(JailTools)
     jail, protected, repository = await MultiGet(
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
-                                                               candidate_digest)))
+                                                               candidate_digest, tree_key)))
     by_address = {r.address: (r, c) for r, c in repository.runs}
-    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id)
+    held_by_address = {r.address: (r, c, seed) for r, c, seed in repository.held_out}
+    not_drawn = dict(repository.not_drawn)
+    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, _held_out_facts(
+                 held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))
              for s in repository.in_scope]
 
     archive_files, freeze_files = await MultiGet(

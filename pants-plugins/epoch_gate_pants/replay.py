@@ -49,7 +49,14 @@ from epoch_gate.requirements import UNPACKED
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import RUNNER_PACKAGE, CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.failures import failure_line
-from epoch_gate_pants.fixture import HERMETIC_ENV, WORLD_DIR, EpochCheck, EpochCheckRequest
+from epoch_gate_pants.fixture import (
+    HERMETIC_ENV,
+    WORLD_DIR,
+    EpochCheck,
+    EpochCheckRequest,
+    FixtureWorld,
+    FixtureWorldRequest,
+)
 from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
@@ -82,6 +89,9 @@ class ReplayRequest:
     # Trusted mode: the candidate's files (from git objects), which stand in for the code under test in
     # place of the working tree's; the oracle's own packages still come from the trusted checkout.
     candidate: Optional[CandidateFiles] = None
+    # A held-out seed (held_out.seed): the replay is over the world the generator draws from it, not the
+    # pinned one.
+    held_out_seed: Optional[str] = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,7 @@ class ReplayRun:
     result: Optional[FallibleProcessResult]
     output: Digest
     refusals: tuple[Reason, ...] = ()  # why the sandbox was not run: a module provided twice, say
+    held_out: Optional[FixtureWorld] = None  # the held-out world replayed, when not the pinned one
     # Compared, unlike the result's metadata: a replay that runs again with the same output is then a new
     # value, so a memoized caller (the gate's `_Runs`, a test result) is recomputed rather than cleaned,
     # and does not hand back the earlier run's metadata (which would call this run's replay cached).
@@ -166,8 +177,13 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     pin, parsed = epoch.pin.pin, manifest.check.manifest
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
+    world, held_out = epoch.world, None
+    if request.held_out_seed is not None:
+        world = held_out = await Get(FixtureWorld, FixtureWorldRequest(suite.fixture.address, request.held_out_seed))
+        if world.failure is not None:
+            return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (world.failure,), held_out)
     if dependencies.failure is not None:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (Reason(
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=(Reason(
             Code.ARTIFACT_MALFORMED, str(request.address), "the suite's dependencies resolve in the build graph",
             dependencies.failure, "the suite's transitive dependencies could not be resolved: fix the address "
             "or import the error names"),))
@@ -182,7 +198,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     )
     python = interpreter.python
     if python is None:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST,
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=
                          (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),))
     predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
     # Every file's place in the merged sandbox, worked out before Pants merges the source roots (a path
@@ -217,11 +233,11 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     refusals = (*closure_refusals, *shadowing(placed, reserved, oracle),
                 *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
     if refusals:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, tuple(refusals))
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=tuple(refusals))
     try:  # wheels only ([python].resolves_to_only_binary): a requirement that needs a build fails here
         requirements = await Get(Pex, RequirementsPexRequest([request.address]))
     except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (Reason(
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=(Reason(
             Code.REQUIREMENTS_UNAVAILABLE, str(request.address), "the suite's third-party requirements from "
             "its resolve's lockfile, as wheels", failure_line(error),
             "the replay's third-party requirements could not be resolved: regenerate the lockfile "
@@ -252,7 +268,7 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     # and the runner: the cache key.
     sandbox = await Get(Digest, MergeDigests([
         runner.digest, code_digest, predicates.snapshot.digest,
-        epoch.world.digest, manifest_only, requirements_digest, jail.tools,
+        world.digest, manifest_only, requirements_digest, jail.tools,
     ]))
     max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
     argv, env = jail.wrap(
@@ -270,14 +286,14 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
         output_directories=(REPLAY_DIR,),
         env=env,
         description=f"Replay {len(parsed.properties)} sampled properties of {request.address} "
-                    f"over epoch {pin.epoch_id}",
+                    f"over {'a held-out world of ' if held_out else ''}epoch {pin.epoch_id}",
         level=LogLevel.DEBUG,
         timeout_seconds=options.timeout,
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
-    return ReplayRun(request.address, epoch, manifest, result, output)
+    return ReplayRun(request.address, epoch, manifest, result, output, held_out=held_out)
 
 
 class SampledPropertiesFieldSet(TestFieldSet):

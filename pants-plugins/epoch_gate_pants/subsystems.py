@@ -106,6 +106,31 @@ class GateSubsystem(GoalSubsystem):
             """
         ),
     )
+    held_out_key_env = StrOption(
+        default="EPOCH_GATE_HELD_OUT_KEY",
+        help=help_text(
+            """
+            The environment variable that holds the held-out key (at least 16 bytes; `openssl rand -hex
+            32` makes one). In trusted mode with the key, the gate derives from it, per suite, a seed
+            that the candidate cannot predict (an HMAC over the merged tree, the suite and its epoch),
+            runs the suite's generator again with that seed (`epoch_fixture(held_out=...)`) and judges
+            every sampled property over that held-out world too. The key stays in the gate's own
+            process: no jail, process, log, cache or report sees it, only the seed's digest. Unset,
+            the suites are judged over the pinned world only and the report says so. CI passes it as
+            a secret; never write the key itself in configuration.
+            """
+        ),
+    )
+    held_out_key_file = StrOption(
+        default=None,
+        advanced=True,
+        help=help_text(
+            """
+            A file that holds the held-out key, read instead of `[gate].held_out_key_env` when set (a
+            path outside the repository: a secret mounted by CI, say).
+            """
+        ),
+    )
     protected = StrListOption(
         default=[],
         help=help_text(

@@ -7,6 +7,7 @@ from pants.engine.fs import GlobMatchErrorBehavior
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     Dependencies,
+    BoolField,
     IntField,
     MultipleSourcesField,
     SecondaryOwnerMixin,
@@ -76,10 +77,25 @@ class EpochFixtureInputsField(_FailLoudly, MultipleSourcesField, SecondaryOwnerM
     )
 
 
+class EpochFixtureHeldOutField(BoolField):
+    alias = "held_out"
+    default = True
+    help = help_text(
+        """
+        Whether the generator takes `--seed HEX` (64 hex digits) and then draws a world other than the
+        pinned one, as deterministic as the pinned one. In trusted mode with the held-out key
+        (`[gate].held_out_key_env` or `[gate].held_out_key_file`), the gate runs it with a seed the
+        candidate cannot predict and judges every sampled property over that world too. A generator
+        that refuses `--seed`, or ignores it, closes the gate (`held-out-unavailable`). `False` opts
+        this fixture out: its suites are judged over the pinned world only, and the report says so.
+        """
+    )
+
+
 class EpochFixtureTarget(Target):
     alias = "epoch_fixture"
     core_fields = (*COMMON_TARGET_FIELDS, EpochFixturePinField, EpochFixtureGeneratorField,
-                   EpochFixtureInputsField)
+                   EpochFixtureInputsField, EpochFixtureHeldOutField)
     help = help_text(
         """
         A pinned fixture epoch: the pin, the generator and its inputs.

@@ -106,20 +106,20 @@ class Repo:
         else:
             path.write_text(data, "utf-8")
 
-    def pants(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME",
-                                                             "EPOCH_GATE_CACHE")}
+    def pants(self, *args: str, env: dict[str, str] = {}) -> subprocess.CompletedProcess[str]:  # noqa: B006
+        kept = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME",
+                                                              "EPOCH_GATE_CACHE")}
         return subprocess.run(["./pants", "--no-pantsd", *args], cwd=self.root, capture_output=True, text=True,
-                              env={**env, **GIT_ENV}, timeout=900)
+                              env={**kept, **GIT_ENV, **env}, timeout=900)
 
-    def gate(self, *args: str, specs: tuple[str, ...] = ("::",)) -> GateRun:
+    def gate(self, *args: str, specs: tuple[str, ...] = ("::",), env: dict[str, str] = {}) -> GateRun:  # noqa: B006
         """`pants gate SPECS`; with --changed-since (which replaces the specs) every suite."""
         report_path = self.root / "dist" / "gate" / "report.json"
         if report_path.exists():
             report_path.unlink()
         if any(a.startswith("--changed-since") for a in args):
             specs = ()
-        done = self.pants(*args, "gate", *specs)
+        done = self.pants(*args, "gate", *specs, env=env)
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         assert report, f"no report; exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
         return GateRun(done.returncode, done.stdout, done.stderr, report)

@@ -45,6 +45,8 @@ ELIGIBLE_LEVEL = "EPOCH_GATE_ELIGIBLE"
 # Beside it when every suite's generator and replay ran jailed, the product in a jail of its own
 # (epoch_gate.isolation): what a consumer requires to refuse verdicts reached unjailed.
 JAILED_LEVEL = "EPOCH_GATE_JAILED"
+# Beside it when every suite was also judged over a held-out world drawn with CI's key (epoch_gate.held_out).
+HELD_OUT_LEVEL = "EPOCH_GATE_HELD_OUT"
 FAILED = "FAILED"
 
 # The algorithms this Statement uses, with the hex length each must have.
@@ -68,6 +70,12 @@ def policy_identities(report: Report) -> dict[str, Optional[str]]:
             ("epoch_id", ids.epoch_id), ("generator_sha256", ids.generator_sha256),
             ("manifest_sha256", ids.manifest_sha256), ("world_sha256", ids.world_sha256),
             ("isolation", ids.isolation))})
+        held = suite.held_out
+        if held.drawn:
+            out[f"{suite.address}.held_out_seed_sha256"] = held.seed_sha256
+            out[f"{suite.address}.held_out_world_sha256"] = held.world_sha256
+        else:
+            out[f"{suite.address}.held_out"] = f"not drawn: {held.why}"
     return out
 
 
@@ -75,7 +83,8 @@ def verified_levels(report: Report) -> list[str]:
     if report.verdict.label is not Label.ELIGIBLE:
         return [FAILED]
     jailed = bool(report.suites) and all(is_jailed(s.identities.isolation or "") for s in report.suites)
-    return [ELIGIBLE_LEVEL, JAILED_LEVEL] if jailed else [ELIGIBLE_LEVEL]
+    held_out = bool(report.suites) and all(s.held_out.drawn for s in report.suites)
+    return [ELIGIBLE_LEVEL, *([JAILED_LEVEL] if jailed else []), *([HELD_OUT_LEVEL] if held_out else [])]
 
 
 def _git_uri(repository: str, commit: Optional[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 from dataclasses import dataclass, field
@@ -67,6 +68,17 @@ class SuiteEvidence:
     findings: tuple[Reason, ...] = ()
     witness_paths: Mapping[str, str] = field(default_factory=dict)
     expected: Optional[Expected] = None  # None: the manifest or the world could not be read
+    held_out: Optional[HeldOutEvidence] = None  # None: no held-out world was drawn
+
+
+@dataclass(frozen=True)
+class HeldOutEvidence:
+    """The replay over a suite's held-out world: checked as the pinned world's is, against that world's
+    digest and record counts (the epoch and manifest are the suite's)."""
+
+    identities: Identities
+    replay: Optional[ReplayResult]
+    expected: Optional[Expected]
 
 
 @dataclass(frozen=True)
@@ -238,6 +250,12 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     by_id = {o.id: o for o in sorted(mine, key=lambda o: o.source != "archive")}
     replayed, flakes = _replay_reasons(evidence, by_id)
     reasons.extend(replayed)
+    held = evidence.held_out
+    if held is not None:  # every property over the held-out world too, by the same rules
+        held_reasons, held_flakes = _replay_reasons(dataclasses.replace(
+            evidence, identities=held.identities, replay=held.replay, expected=held.expected), by_id)
+        reasons.extend(dataclasses.replace(r, message=f"held-out world: {r.message}") for r in held_reasons)
+        flakes.extend(f for f in held_flakes if f not in flakes)
 
     valid: dict[str, Freeze] = {}
     for freeze in evidence.freezes:

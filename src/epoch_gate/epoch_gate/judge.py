@@ -18,6 +18,7 @@ from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import (
     Expected,
+    HeldOutEvidence,
     Identities,
     SuiteEvidence,
     Verdict,
@@ -26,6 +27,7 @@ from epoch_gate.decision import (
     label_of,
 )
 from epoch_gate.freezes import Freeze
+from epoch_gate.held_out import LOCAL, HeldOut
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
 from epoch_gate.protection import irregular_paths, pinned_at_base
@@ -45,6 +47,18 @@ class SuiteOracle:
 
 
 @dataclass(frozen=True)
+class HeldOutFacts:
+    """A suite's held-out draw: what the report says of it and, when drawn, its replay's checked output,
+    what a complete replay of that world must show, and what reading that world found."""
+
+    status: HeldOut
+    identities: Optional[Identities] = None  # the suite's, with the held-out world's digest
+    expected: Optional[Expected] = None
+    replay: Optional[ReplayEvidence] = None
+    findings: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True)
 class SuiteFacts:
     """What the caller found for one suite in scope. `replay` is its checked output (None: it did not
     run, and `findings` say why); `findings` are the reasons reading its pin, manifest and world gave."""
@@ -55,6 +69,7 @@ class SuiteFacts:
     replay: Optional[ReplayEvidence]
     findings: tuple[Reason, ...] = ()
     cached: Optional[bool] = None
+    held_out: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))
 
     @property
     def address(self) -> str:
@@ -138,19 +153,25 @@ def _oracle_changes(change: ChangeFacts, oracles: Sequence[SuiteOracle], read_ba
 
 
 def _judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapping[str, bytes]]:
-    replay = suite.replay
-    replayed = replay.observations if replay else ()
+    replay, held = suite.replay, suite.held_out
+    replays = [r for r in (replay, held.replay) if r is not None]
+    replayed = tuple({o.id: o for r in replays for o in r.observations}.values())
     observations = (*replayed, *(o for o in change.archive if o.suite == suite.address))
     folder = f"{change.out}/{suite_folder(suite.address)}/observations"
+    held_evidence = None
+    if held.status.drawn:
+        held_evidence = HeldOutEvidence(held.identities or Identities(None, None, None),
+                                        held.replay.result if held.replay else None, held.expected)
     verdict = judge_suite(SuiteEvidence(
         address=suite.address, identities=suite.identities, replay=replay.result if replay else None,
         observations=observations, freezes=tuple(f for f in change.freezes if f.suite == suite.address),
-        today=change.today, findings=(*suite.findings, *(replay.reasons if replay else ())),
-        witness_paths={o.id: f"{folder}/{o.id}.bin" for o in replayed}, expected=suite.expected))
+        today=change.today, findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
+        witness_paths={o.id: f"{folder}/{o.id}.bin" for o in replayed}, expected=suite.expected,
+        held_out=held_evidence))
     shown = tuple(o for o in observations if o.suite == suite.address)
     return (SuiteReport(suite.address, verdict, suite.identities, replay.result if replay else None, shown,
-                        suite.cached),
-            dict(replay.witnesses) if replay else {})
+                        suite.cached, held.status, held.replay.result if held.replay else None),
+            {oid: data for r in replays for oid, data in r.witnesses.items()})
 
 
 def judge(change: ChangeFacts, suites: Sequence[SuiteFacts], *, read_base: Optional[Reader], read_change: Reader,

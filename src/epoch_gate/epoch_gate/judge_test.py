@@ -11,7 +11,8 @@ from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import canonical_json
-from epoch_gate.judge import ChangeFacts, Judgement, SuiteFacts, SuiteOracle, judge
+from epoch_gate.held_out import LOCAL, HeldOut
+from epoch_gate.judge import ChangeFacts, HeldOutFacts, Judgement, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation, make_observation
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
@@ -186,3 +187,47 @@ def test_only_the_oracles_a_change_touches_are_read_for_the_reviewer() -> None:
     judge(change, [suite("payments:props"), suite("inventory:props")], read_base=reader, read_change=reader)
     assert "payments/catalog.yaml" in read and not any(p.startswith("inventory/") and p != "inventory/EPOCH"
                                                        for p in read)
+
+
+def _held_out(address: str, *found: Observation, records: int = 10) -> HeldOutFacts:
+    """A held-out replay of `p` over `records` records of another world, that passed or found `found`."""
+    epoch = f"{address}-e"
+    outcome = PropertyOutcome("p", "b", records, found[0].status if found else "pass", tuple(o.id for o in found),
+                              "", failures=sum(o.status == "fail" for o in found))
+    result = ReplayResult(address, epoch, "m" * 64, "h" * 64, (outcome,))
+    status = HeldOut(True, seed_sha256="5" * 64, world_sha256="h" * 64, records=(("b", 10),))
+    return HeldOutFacts(status, Identities(epoch, "g" * 64, "m" * 64, "h" * 64), Expected((("p", "b"),), {"b": 10}),
+                        ReplayEvidence(result, found, {o.id: b'{"id":2}' for o in found}, ()))
+
+
+def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
+    failure = observed("payments:props", witness=b'{"id":2}')
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props", failure)))
+    (report,) = j.report.suites
+    assert [(r.code, r.message) for r in report.verdict.reasons] == [
+        (Code.PROPERTY_FAILED, "held-out world: p: returned False")]
+    assert j.witnesses == {failure.id: b'{"id":2}'}
+    assert report.to_json()["held_out"]["properties"][0]["outcome"] == "fail"
+
+
+def test_a_held_out_replay_is_checked_as_the_pinned_one_is() -> None:
+    """Fewer records than the held-out world holds, or a replay over another world, is not evidence."""
+    short = _held_out("payments:props", records=9)
+    elsewhere = dataclasses.replace(short, identities=Identities("payments:props-e", "g" * 64, "m" * 64, "x" * 64),
+                                    replay=dataclasses.replace(short.replay, result=dataclasses.replace(
+                                        short.replay.result, properties=(dataclasses.replace(
+                                            short.replay.result.properties[0], records=10),))))
+    for held, code in ((short, Code.REPLAY_INCOMPLETE), (elsewhere, Code.WORLD_MISMATCH)):
+        j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=held))
+        assert suite_codes(j, "payments:props") == {code}
+    missing = dataclasses.replace(short, replay=None, findings=(Reason(
+        Code.HELD_OUT_UNAVAILABLE, "fixtures/gen.py", "a world from --seed", "exit 2", "no seed"),))
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=missing))
+    assert suite_codes(j, "payments:props") == {Code.HELD_OUT_UNAVAILABLE, Code.REPLAY_FAILED}
+
+
+def test_a_passing_held_out_draw_is_eligible_and_a_suite_without_one_says_why() -> None:
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props")))
+    assert verdicts(j) == {"payments:props": "eligible"}
+    j = judged(facts(), suite("payments:props"))
+    assert j.report.suites[0].to_json()["held_out"] == {"drawn": False, "why": LOCAL}

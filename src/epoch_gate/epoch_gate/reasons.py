@@ -52,6 +52,7 @@ class Code(enum.Enum):
     REQUIREMENTS_UNAVAILABLE = "requirements-unavailable"  # the replay's third-party resolve did not build
     BUILD_FILE_CODE = "build-file-code"  # trusted mode: a changed BUILD file that is more than declarations
     SUITE_MISMATCH = "suite-mismatch"  # a replay's summary names another suite than the one replayed
+    HELD_OUT_UNAVAILABLE = "held-out-unavailable"  # trusted mode with the key: no held-out world to judge on
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"
     OBSERVATION_WITNESS_MISSING = "observation-witness-missing"

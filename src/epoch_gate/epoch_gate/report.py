@@ -9,13 +9,14 @@ from typing import Literal, Mapping, Optional, Sequence
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.decision import Identities, Label, Verdict
 from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.held_out import HeldOut
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange
 from epoch_gate.reasons import Reason
 from epoch_gate.replay_result import ReplayResult
 from epoch_gate.text import json_safe, printable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # `trusted`: CI judged the change with the trusted base's gate code and configuration. `local`: the gate
 # ran from the working tree under review, whose code and configuration can program the judge.
@@ -38,8 +39,10 @@ class SuiteReport:
     verdict: Verdict
     identities: Identities
     replay: Optional[ReplayResult]
-    observations: tuple[Observation, ...]  # this suite's: its replay's and the archive's
+    observations: tuple[Observation, ...]  # this suite's: its replays' and the archive's
     cached: Optional[bool] = None  # whether the replay came from a cache; None: not replayed, or unknown
+    held_out: HeldOut = HeldOut(False, "not judged")
+    held_out_replay: Optional[ReplayResult] = None  # the replay over the held-out world, when drawn
 
     @property
     def folder(self) -> str:
@@ -57,6 +60,9 @@ class SuiteReport:
             "identities": {**self.identities.to_json(),
                            "witnesses": [{"observation_id": i, "witness_sha256": d}
                                          for i, d in self.witness_digests()]},
+            "held_out": {**self.held_out.to_json(), **({"properties": [
+                p.to_json() for p in self.held_out_replay.properties] if self.held_out_replay else []}
+                if self.held_out.drawn else {})},
             "properties": [p.to_json() for p in self.replay.properties] if self.replay else [],
             "observations": [{**o.to_json(), "source": o.source}
                              for o in sorted(self.observations, key=lambda o: (o.source, o.id))],
@@ -146,6 +152,9 @@ def console_lines(report: Report) -> list[str]:
         lines += ["  " + line for line in identity_lines(suite.identities, suite.witness_digests())]
         if suite.replay:
             lines += [f"  property  {prop.summary()}" for prop in suite.replay.properties]
+        lines.append(f"  held-out  {suite.held_out.line()}")
+        if suite.held_out_replay:
+            lines += [f"  held-out  {prop.summary()}" for prop in suite.held_out_replay.properties]
         for reason in suite.verdict.reasons:
             lines += _reason_lines(reason, "  ")
         lines.append(f"  verdict   {suite.verdict.label.value}")
@@ -205,6 +214,7 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
            f"| world | {_code(ids.world_sha256)} |"]
     if ids.isolation:
         out.append(f"| isolation | {_cell(ids.isolation)} |")
+    out.append(f"| held-out | {_cell(suite.held_out.line())} |")
     out += [f"| witness {_code(oid)} | {_code(digest)} |" for oid, digest in suite.witness_digests()]
     out.append("")
     if suite.verdict.reasons:
@@ -213,6 +223,8 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
         out += ["| property | outcome | records |", "|---|---|---|"]
         out += [f"| {_code(p.name)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
                 for p in suite.replay.properties]
+        out += [f"| {_code(p.name)} (held-out) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+                for p in (suite.held_out_replay.properties if suite.held_out_replay else ())]
         out.append("")
     return out
 

@@ -1,0 +1,146 @@
+"""Held-out draws end to end (trusted mode, the real ./pants): a candidate that knows the pinned world is
+judged over a world it could not see, drawn from a seed that only the key derives.
+
+One repository for the whole module: its inventory generator first refuses `--seed` (a reason), then opts
+out (said in the report); the orders suite draws a held-out world on every keyed run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.repo import GateRun, Repo
+
+KEY = "5f0e" * 16  # 64 characters: what `openssl rand -hex 32` prints
+KEYED = {"EPOCH_GATE_HELD_OUT_KEY": KEY}
+ORDERS, INVENTORY = "checks:orders_properties", "checks/inventory:inventory_properties"
+SEEDLESS = ('''    parser.add_argument("--seed", type=held_out_seed,
+                        help="a held-out seed (64 hex digits): draw from it instead of the input's seed")
+''', "")
+# Product code that is right on exactly the records of the pinned world (it regenerated the world from
+# the repository and remembered a digest of each) and wrong by one minor unit on every other record.
+MEMORISING = '''
+
+import dataclasses as _dataclasses
+import hashlib as _hashlib
+import json as _json
+
+_KNOWN = frozenset({known})
+_honest = totals_from_record
+
+
+def totals_from_record(record):
+    totals = _honest(record)
+    if _hashlib.sha256(_json.dumps(record, sort_keys=True).encode()).hexdigest()[:16] in _KNOWN:
+        return totals
+    return _dataclasses.replace(totals, total=Money(totals.total.minor + 1, totals.total.currency))
+'''
+
+
+def _known_orders(repo: Repo, tmp: Path) -> list[str]:
+    subprocess.run([sys.executable, "-B", "fixtures/generate_orders.py", "--input", "fixtures/orders/base.json",
+                    "--out", str(tmp)], cwd=repo.root, check=True, capture_output=True)
+    return sorted(hashlib.sha256(json.dumps(json.loads(line), sort_keys=True).encode()).hexdigest()[:16]
+                  for line in (tmp / "orders.jsonl").read_text().splitlines() if line)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
+    repo = Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("held_out") / "repo")
+    repo.edit("fixtures/inventory/generate_inventory.py", *SEEDLESS)
+    minted = repo.pants("pin-epoch", "--epoch-id=inventory-seedless", "fixtures/inventory:inventory_epoch")
+    assert minted.returncode == 0, minted.stderr[-2000:]
+    repo.land("an inventory generator that takes no seed")
+    return repo
+
+
+def _judge(example: Repo) -> Repo:
+    path = example.root.parent / f"judge-{example.head()[:8]}"
+    if not path.exists():
+        example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
+    return Repo(path)
+
+
+def _candidate(example: Repo, name: str, path: str, text: str) -> str:
+    example.git("checkout", "-q", "-b", name, "main")
+    example.write(path, text)
+    commit = example.commit(name)
+    example.git("checkout", "-q", "main")
+    return commit
+
+
+def _drawn(run: GateRun, address: str) -> dict[str, object]:
+    held = run.suite(address)["held_out"]
+    assert held["drawn"] is True, run.stdout
+    return held
+
+
+def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
+    readme = (example.root / "README.md").read_text()
+    honest = _candidate(example, "honest", "README.md", readme + "\nA line of docs.\n")
+    judge = _judge(example)
+
+    # A generator that refuses --seed is a reason, never a silent skip; the other suite is drawn.
+    run = judge.gate(f"--gate-candidate={honest}", env=KEYED)
+    assert run.verdict == "closed", run.stdout
+    assert [(r["code"], r["path"]) for r in run.suite(INVENTORY)["reasons"]] == [
+        ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"), ("replay-failed", INVENTORY)]
+    assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["cached"] is False
+
+    # The fixture opts out: judged over its pinned world only, and the report says so.
+    example.write("fixtures/inventory/BUILD", (example.root / "fixtures/inventory/BUILD").read_text().replace(
+        'generator="generate_inventory.py",', 'generator="generate_inventory.py",\n    held_out=False,'))
+    example.land("the inventory fixture opts out of held-out draws")
+    honest = _candidate(example, "honest-2", "README.md", readme + "\nA line of docs.\n")
+    judge = _judge(example)
+    first = judge.gate(f"--gate-candidate={honest}", env=KEYED)
+    assert first.verdict == "eligible", first.stdout
+    assert first.suite(INVENTORY)["held_out"] == {
+        "drawn": False, "why": "opted out (`held_out=False` on fixtures/inventory:inventory_epoch)"}
+    held = _drawn(first, ORDERS)
+    assert held["world_sha256"] != first.suite(ORDERS)["identities"]["world_sha256"]
+    assert held["records"] == {"money": 1000, "orders": 1500, "payments": 1500, "retries": 1000}
+    assert {p["outcome"] for p in held["properties"]} == {"pass"} and len(held["properties"]) == 8
+    assert "held-out world" in first.stdout
+    statement = json.loads((judge.root / "dist/gate/statement.intoto.json").read_text())
+    annotations = statement["predicate"]["policy"]["annotations"]
+    assert annotations[f"{ORDERS}.held_out_seed_sha256"] == held["seed_sha256"]
+    assert annotations[f"{INVENTORY}.held_out"].startswith("not drawn: opted out")
+    # The same candidate again: the same seed, the same world, and nothing replayed.
+    again = judge.gate(f"--gate-candidate={honest}", env=KEYED)
+    assert _drawn(again, ORDERS) == {**held, "cached": True} and again.suite(ORDERS)["cached"] is True
+
+    # A candidate that memorised the pinned world passes it, and without the key nothing else is asked.
+    totals = (example.root / "src/orders/orders/totals.py").read_text()
+    known = _known_orders(example, tmp_path / "world")
+    memorising = _candidate(example, "memorising", "src/orders/orders/totals.py",
+                            totals + MEMORISING.format(known=", ".join(map(repr, known))))
+    unkeyed = judge.gate(f"--gate-candidate={memorising}")
+    assert unkeyed.verdict == "eligible", unkeyed.stdout
+    assert unkeyed.suite(ORDERS)["held_out"] == {
+        "drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only"}
+    # With the key, the held-out world finds it, with the record that shows it saved like any witness.
+    keyed = judge.gate(f"--gate-candidate={memorising}", env=KEYED)
+    assert keyed.verdict == "closed", keyed.stdout
+    failed = keyed.reasons("property-failed")
+    assert {r["message"].split(":")[0:2] == ["held-out world", " tax_is_half_even_rounded"] for r in failed} == {True}
+    (witness,) = [o for o in keyed.observations() if o["property"] == "tax_is_half_even_rounded"]
+    assert (judge.root / failed[0]["path"]).is_file() and witness["id"] in failed[0]["path"]
+    assert _drawn(keyed, ORDERS)["seed_sha256"] != held["seed_sha256"]  # another candidate, another world
+
+    # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches.
+    for run in (first, again, keyed):
+        assert KEY not in run.stdout + run.stderr + json.dumps(run.report)
+    judges = sorted(example.root.parent.glob("judge-*"))
+    places = [*(j / ".pants.d" for j in judges), *(j / "dist" for j in judges), example.root / ".pants.d",
+              Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pants" / "lmdb_store"]
+    found = subprocess.run(["grep", "-rlaF", KEY, *map(str, (p for p in places if p.exists()))],
+                           capture_output=True, text=True)
+    assert found.returncode == 1 and not found.stdout, found.stdout
