@@ -21,9 +21,11 @@ from tests.e2e.repo import GateRun, Repo
 KEY = "5f0e" * 16  # 64 characters: what `openssl rand -hex 32` prints
 KEYED = {"EPOCH_GATE_HELD_OUT_KEY": KEY}
 ORDERS, INVENTORY = "checks:orders_properties", "checks/inventory:inventory_properties"
-SEEDLESS = ('''    parser.add_argument("--seed", type=held_out_seed,
-                        help="a held-out seed (64 hex digits): draw from it instead of the input's seed")
-''', "")
+SEEDLESS = (  # the edits that take `--seed` out of the inventory generator
+    ('    parser.add_argument("--seed", type=held_out_seed,\n'
+     '                        help="a held-out seed (64 hex digits): draw from it instead of the input\'s seed")\n', ''),
+    ('        if args.seed is not None:\n            params.seed = args.seed\n', ''),
+)
 # Product code that is right on exactly the records of the pinned world (it regenerated the world from
 # the repository and remembered a digest of each) and wrong by one minor unit on every other record.
 MEMORISING = '''
@@ -54,7 +56,8 @@ def _known_orders(repo: Repo, tmp: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     repo = Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("held_out") / "repo")
-    repo.edit("fixtures/inventory/generate_inventory.py", *SEEDLESS)
+    for edit in SEEDLESS:
+        repo.edit("fixtures/inventory/generate_inventory.py", *edit)
     minted = repo.pants("pin-epoch", "--epoch-id=inventory-seedless", "fixtures/inventory:inventory_epoch")
     assert minted.returncode == 0, minted.stderr[-2000:]
     repo.land("an inventory generator that takes no seed")
