@@ -101,6 +101,26 @@ class _Runs:
     not_drawn: tuple[tuple[Address, str], ...] = ()
 
 
+async def _held_out_runs(request: _RunsRequest,
+                         suites: list[Suite]) -> tuple[list[ReplayRun], list[str], list[tuple[Address, str]]]:
+    """Each suite's replay over its held-out world (its seed from the tree's draw key, the suite and its
+    epoch), unless its fixture opted out or its pin names no epoch (then it is closed for that already)."""
+    if request.tree_key is None:
+        return [], [], []
+    drawn, not_drawn = [], []
+    epochs = await MultiGet(Get(EpochCheck, EpochCheckRequest(s.fixture.address)) for s in suites)  # type: ignore[union-attr]
+    for suite, epoch in zip(suites, epochs):
+        if not suite.fixture[EpochFixtureHeldOutField].value:  # type: ignore[index]
+            not_drawn.append((suite.target.address, f"opted out (`held_out=False` on {suite.fixture.address})"))  # type: ignore[union-attr]
+        elif epoch.pin.pin is None:
+            not_drawn.append((suite.target.address, "the pin names no epoch"))
+        else:
+            drawn.append(ReplayRequest(suite.target.address, candidate=request.candidate, held_out_seed=held_out.seed(
+                request.tree_key, str(suite.target.address), epoch.pin.pin.epoch_id)))
+    runs = await MultiGet(Get(ReplayRun, ReplayRequest, r) for r in drawn)
+    return list(runs), [held_out.seed_sha256(r.held_out_seed or "") for r in drawn], not_drawn
+
+
 @rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
 async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_targets: AllTargets) -> _Runs:
     everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
@@ -122,26 +142,6 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
     outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in (*runs, *held_runs))
     return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)),
                  tuple(zip(held_runs, outputs[len(runs):], seeds)), tuple(not_drawn))
-
-
-async def _held_out_runs(request: _RunsRequest,
-                         suites: list[Suite]) -> tuple[list[ReplayRun], list[str], list[tuple[Address, str]]]:
-    """Each suite's replay over its held-out world (its seed from the tree's draw key, the suite and its
-    epoch), unless its fixture opted out or its pin names no epoch (then it is closed for that already)."""
-    if request.tree_key is None:
-        return [], [], []
-    drawn, not_drawn = [], []
-    epochs = await MultiGet(Get(EpochCheck, EpochCheckRequest(s.fixture.address)) for s in suites)  # type: ignore[union-attr]
-    for suite, epoch in zip(suites, epochs):
-        if not suite.fixture[EpochFixtureHeldOutField].value:  # type: ignore[index]
-            not_drawn.append((suite.target.address, f"opted out (`held_out=False` on {suite.fixture.address})"))  # type: ignore[union-attr]
-        elif epoch.pin.pin is None:
-            not_drawn.append((suite.target.address, "the pin names no epoch"))
-        else:
-            drawn.append(ReplayRequest(suite.target.address, candidate=request.candidate, held_out_seed=held_out.seed(
-                request.tree_key, str(suite.target.address), epoch.pin.pin.epoch_id)))
-    runs = await MultiGet(Get(ReplayRun, ReplayRequest, r) for r in drawn)
-    return list(runs), [held_out.seed_sha256(r.held_out_seed or "") for r in drawn], not_drawn
 
 
 def _replayed(run: ReplayRun, contents: Optional[DigestContents],
