@@ -34,7 +34,7 @@ import dataclasses as _dataclasses
 import hashlib as _hashlib
 import json as _json
 
-_KNOWN = frozenset({known})
+_KNOWN = frozenset({{{known}}})
 _honest = totals_from_record
 
 
