@@ -95,7 +95,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert run.verdict == "closed", run.stdout
     assert [(r["code"], r["path"]) for r in run.suite(INVENTORY)["reasons"]] == [
         ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"), ("replay-failed", INVENTORY)]
-    assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["cached"] is False
+    assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["seed_sha256"]
 
     # The fixture opts out: judged over its pinned world only, and the report says so.
     example.write("fixtures/inventory/BUILD", (example.root / "fixtures/inventory/BUILD").read_text().replace(
