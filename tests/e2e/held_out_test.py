@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,9 @@ import pytest
 
 from tests.e2e.repo import GateRun, Repo
 
-KEY = "5f0e" * 16  # 64 characters: what `openssl rand -hex 32` prints
+# What `openssl rand -hex 32` prints; a new one on every run, so that a run's key can be looked for in what
+# Pants keeps (an earlier run's failure output, which Pants caches, may show its own).
+KEY = secrets.token_hex(32)
 KEYED = {"EPOCH_GATE_HELD_OUT_KEY": KEY}
 ORDERS, INVENTORY = "checks:orders_properties", "checks/inventory:inventory_properties"
 SEEDLESS = (  # the edits that take `--seed` out of the inventory generator
