@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,7 +135,8 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert unkeyed.suite(ORDERS)["held_out"] == {
         "drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only"}
     # With the key, the held-out world finds it, with the record that shows it saved like any witness.
-    keyed = judge.gate(f"--gate-candidate={memorising}", env=KEYED)
+    # (Its new processes keep their sandboxes: their arguments, environment and files are looked at below.)
+    keyed = judge.gate("--keep-sandboxes=always", f"--gate-candidate={memorising}", env=KEYED)
     assert keyed.verdict == "closed", keyed.stdout
     failed = keyed.reasons("property-failed")
     assert {r["message"].split(":")[0:2] == ["held-out world", " tax_is_half_even_rounded"] for r in failed} == {True}
@@ -141,9 +144,20 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert (judge.root / failed[0]["path"]).is_file() and witness["id"] in failed[0]["path"]
     assert _drawn(keyed, ORDERS)["seed_sha256"] != held["seed_sha256"]  # another candidate, another world
 
-    # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches.
+    # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches, nor in the argv,
+    # environment (each kept sandbox's __run.sh) or files of any process the keyed run started, where the
+    # held-out seed is (which shows that the look sees a process's arguments).
     for run in (first, again, keyed):
         assert KEY not in run.stdout + run.stderr + json.dumps(run.report)
+    kept = [Path(p) for p in re.findall(r"Preserving local process execution dir `?([^`\s]+)", keyed.stderr)]
+    try:
+        scripts = "".join((p / "__run.sh").read_text() for p in kept if (p / "__run.sh").is_file())
+        assert kept and re.search(r"--seed'? '?[0-9a-f]{64}\b", scripts), keyed.stderr[-3000:]
+        leaked = subprocess.run(["grep", "-rlaF", KEY, *map(str, kept)], capture_output=True, text=True)
+        assert leaked.returncode == 1 and not leaked.stdout, leaked.stdout
+    finally:
+        for path in kept:
+            shutil.rmtree(path, ignore_errors=True)
     judges = sorted(example.root.parent.glob("judge-*"))
     places = [*(j / ".pants.d" for j in judges), *(j / "dist" for j in judges), example.root / ".pants.d",
               Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pants" / "lmdb_store"]
