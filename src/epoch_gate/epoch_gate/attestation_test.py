@@ -16,6 +16,7 @@ from in_toto_attestation.v1.statement import Statement
 from epoch_gate import attestation
 from epoch_gate.decision import Label, Verdict
 from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.held_out import HeldOut
 from epoch_gate.report import Report
 from epoch_gate.report_test import sample_report
 from epoch_gate.tree import ReviewedTree
@@ -84,7 +85,7 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["timeVerified"] == "2026-12-03T20:05:09Z"  # in UTC, whatever zone the clock gave
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
     identities = {"suite.epoch_id": "e1", "suite.generator_sha256": "a" * 64, "suite.manifest_sha256": "b" * 64,
-                  "suite.world_sha256": "c" * 64, "suite.isolation": None}
+                  "suite.world_sha256": "c" * 64, "suite.isolation": None, "suite.held_out": "not drawn: not judged"}
     assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
                                    "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                                    "annotations": identities}
@@ -124,6 +125,28 @@ def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(i
     assert predicate["verifiedLevels"] == levels
     assert [v for k, v in predicate["policy"]["annotations"].items() if k.endswith(".isolation")] == list(isolation)
     assert make(isolated(sample_report(), *isolation))["predicate"]["verifiedLevels"] == ["FAILED"]
+
+
+DRAWN = HeldOut(True, seed_sha256="5" * 64, world_sha256="7" * 64, records=(("b", 3),), cached=False)
+
+
+@pytest.mark.parametrize("held_out, levels", [
+    ((DRAWN,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", "EPOCH_GATE_HELD_OUT"]),
+    ((DRAWN, HeldOut(False, "opted out")), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+    ((HeldOut(False, "no key"),), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+])
+def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(held_out: tuple[HeldOut, ...],
+                                                                           levels: list[str]) -> None:
+    report = isolated(sample_report(), *(JAILED,) * len(held_out))
+    report = eligible(dataclasses.replace(report, suites=tuple(
+        dataclasses.replace(suite, held_out=held) for suite, held in zip(report.suites, held_out))))
+    predicate = make(report)["predicate"]
+    assert predicate["verifiedLevels"] == levels
+    annotations = predicate["policy"]["annotations"]
+    assert {k: v for k, v in annotations.items() if ".held_out" in k} == {
+        **{f"suite{i}.held_out_seed_sha256": "5" * 64 for i, h in enumerate(held_out) if h.drawn},
+        **{f"suite{i}.held_out_world_sha256": "7" * 64 for i, h in enumerate(held_out) if h.drawn},
+        **{f"suite{i}.held_out": f"not drawn: {h.why}" for i, h in enumerate(held_out) if not h.drawn}}
 
 
 def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
