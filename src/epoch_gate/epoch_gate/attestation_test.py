@@ -16,7 +16,7 @@ from in_toto_attestation.v1.statement import Statement
 from epoch_gate import attestation
 from epoch_gate.decision import Label, Verdict
 from epoch_gate.hashing import canonical_json, sha256_bytes
-from epoch_gate.held_out import HeldOut
+from epoch_gate.held_out import LOCAL, HeldOut
 from epoch_gate.report import Report
 from epoch_gate.report_test import sample_report
 from epoch_gate.tree import ReviewedTree
@@ -85,7 +85,7 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["timeVerified"] == "2026-12-03T20:05:09Z"  # in UTC, whatever zone the clock gave
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
     identities = {"suite.epoch_id": "e1", "suite.generator_sha256": "a" * 64, "suite.manifest_sha256": "b" * 64,
-                  "suite.world_sha256": "c" * 64, "suite.isolation": None, "suite.held_out": "not drawn: not judged"}
+                  "suite.world_sha256": "c" * 64, "suite.isolation": None, "suite.held_out": f"not drawn: {LOCAL}"}
     assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
                                    "digest": {"sha256": sha256_bytes(canonical_json(identities))},
                                    "annotations": identities}
