@@ -123,6 +123,30 @@ def cmd_identities(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_held_out_seed(args: argparse.Namespace) -> int:
+    """Re-derives a suite's held-out seed from the key (as `pants gate --gate-candidate` did) and prints it:
+    the generator's `--seed`, for `epoch-gate replay` over the world it draws."""
+    import os
+
+    from epoch_gate import held_out
+    from epoch_gate.reasons import EvidenceError
+
+    key, unusable = held_out.load_key(held_out.Key(args.key_env, args.key_file), os.environ)
+    if unusable is not None:
+        return _print_reason_error(EvidenceError(unusable))
+    if key is None:
+        print(f"refused: no key: set ${args.key_env} or pass --key-file", file=sys.stderr)
+        return 1
+    seed = held_out.seed(held_out.draw_key(key, args.tree), args.suite, args.epoch_id)
+    digest = held_out.seed_sha256(seed)
+    if args.expect_sha256 and digest != args.expect_sha256:
+        print(f"refused: the seed's sha256 is {digest}, not {args.expect_sha256}: another key, tree, suite or epoch",
+              file=sys.stderr)
+        return 1
+    print(seed)
+    return 0
+
+
 def _date(value: str) -> datetime.date:
     try:
         return datetime.date.fromisoformat(value)
@@ -167,6 +191,15 @@ def parser() -> argparse.ArgumentParser:
     ann.add_argument("report", help="the gate's report.json")
     ann.add_argument("--format", choices=["github", "plain"], default="github")
     ann.set_defaults(run=cmd_annotations)
+
+    held = sub.add_parser("held-out-seed", help="re-derive a suite's held-out seed from the key (the generator's --seed)")
+    held.add_argument("--tree", required=True, help="the judged tree (the statement's gitTree)")
+    held.add_argument("--suite", required=True, help="the sampled_properties address")
+    held.add_argument("--epoch-id", required=True)
+    held.add_argument("--key-env", default="EPOCH_GATE_HELD_OUT_KEY", help="the variable holding the key")
+    held.add_argument("--key-file", help="a file holding the key, instead of the variable")
+    held.add_argument("--expect-sha256", help="the report's held_out.seed_sha256: refuse any other seed")
+    held.set_defaults(run=cmd_held_out_seed)
 
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")

@@ -225,3 +225,22 @@ def test_a_committed_dist_file_and_hostile_names_end_in_a_report(project: Path,
     assert ("protected-path-changed", "freezes/\\xff.json") in codes
     assert ("protected-path-changed", "freezes/a\n::stop-commands::x\x1b\u2028.json") in codes  # JSON keeps it
     assert (project / "dist").read_text().startswith("a regular file")
+
+
+def test_held_out_seed_is_re_derived_from_the_key(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from epoch_gate import held_out
+
+    args = ["held-out-seed", "--tree", "ab" * 20, "--suite", "checks:orders", "--epoch-id", "orders-1"]
+    monkeypatch.delenv("EPOCH_GATE_HELD_OUT_KEY", raising=False)
+    assert main(args) == 1
+    assert "no key: set $EPOCH_GATE_HELD_OUT_KEY" in capsys.readouterr().err
+    monkeypatch.setenv("EPOCH_GATE_HELD_OUT_KEY", "k" * 32)
+    seed = held_out.seed(held_out.draw_key(b"k" * 32, "ab" * 20), "checks:orders", "orders-1")
+    assert main([*args, "--expect-sha256", held_out.seed_sha256(seed)]) == 0
+    assert capsys.readouterr().out == seed + "\n"
+    assert main([*args, "--expect-sha256", "0" * 64]) == 1
+    assert "another key, tree, suite or epoch" in capsys.readouterr().err
+    monkeypatch.setenv("EPOCH_GATE_HELD_OUT_KEY", "short")
+    assert main(args) == 1
+    assert "refused [held-out-unavailable] $EPOCH_GATE_HELD_OUT_KEY" in capsys.readouterr().err
