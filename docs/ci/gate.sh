@@ -9,6 +9,9 @@
 # Ubuntu 23.10 and later also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), or the verdict
 # is `closed` (`isolation-unavailable`) with the fix in its message.
 #
+# Held-out draws: export EPOCH_GATE_HELD_OUT_KEY (a CI secret, `openssl rand -hex 32`) and each suite is
+# also judged over a world drawn from a seed only the key derives; unset, the pinned world only.
+#
 # Run the trusted ref's copy of this script, never the candidate's:
 #   git fetch origin main && git show refs/remotes/origin/main:docs/ci/gate.sh | bash -s -- "$CANDIDATE"
 # tests/adoption/second_repo_test.py runs it.
