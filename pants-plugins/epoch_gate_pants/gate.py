@@ -40,7 +40,7 @@ from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
-from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld
+from epoch_gate_pants.fixture import FixtureWorld
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -97,28 +97,17 @@ class _Runs:
     suites: tuple[_Suite, ...]
     in_scope: tuple[_Suite, ...]
     runs: tuple[tuple[ReplayRun, DigestContents], ...]
-    held_out: tuple[tuple[ReplayRun, DigestContents, str], ...] = ()  # (run, output, the seed's sha256)
+    held_out: tuple[tuple[ReplayRun, DigestContents], ...] = ()
     not_drawn: tuple[tuple[Address, str], ...] = ()
 
 
-async def _held_out_runs(request: _RunsRequest,
-                         suites: list[Suite]) -> tuple[list[ReplayRun], list[str], list[tuple[Address, str]]]:
-    """Each suite's replay over its held-out world (its seed from the tree's draw key, the suite and its
-    epoch), unless its fixture opted out or its pin names no epoch (then it is closed for that already)."""
+def _held_out(request: _RunsRequest, suites: list[Suite]) -> tuple[list[Address], list[tuple[Address, str]]]:
+    """The suites to replay over a held-out world too, and why each other one is not."""
     if request.tree_key is None:
-        return [], [], []
-    drawn, not_drawn = [], []
-    epochs = await MultiGet(Get(EpochCheck, EpochCheckRequest(s.fixture.address)) for s in suites)  # type: ignore[union-attr]
-    for suite, epoch in zip(suites, epochs):
-        if not suite.fixture[EpochFixtureHeldOutField].value:  # type: ignore[index]
-            not_drawn.append((suite.target.address, f"opted out (`held_out=False` on {suite.fixture.address})"))  # type: ignore[union-attr]
-        elif epoch.pin.pin is None:
-            not_drawn.append((suite.target.address, "the pin names no epoch"))
-        else:
-            drawn.append(ReplayRequest(suite.target.address, candidate=request.candidate, held_out_seed=held_out.seed(
-                request.tree_key, str(suite.target.address), epoch.pin.pin.epoch_id)))
-    runs = await MultiGet(Get(ReplayRun, ReplayRequest, r) for r in drawn)
-    return list(runs), [held_out.seed_sha256(r.held_out_seed or "") for r in drawn], not_drawn
+        return [], []
+    drawn = [s.target.address for s in suites if s.fixture[EpochFixtureHeldOutField].value]  # type: ignore[index]
+    return drawn, [(s.target.address, f"opted out (`held_out=False` on {s.fixture.address})")  # type: ignore[union-attr]
+                   for s in suites if s.target.address not in drawn]
 
 
 @rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
@@ -129,19 +118,23 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
     resolved = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in everything)
     usable = [s for s in resolved if s.problem is None and s.fixture is not None and s.manifest is not None]
     replayed = [s.target.address for s in usable if s.target.address in chosen]
-    # The replays start with the manifests' checks, not after them (each replay reads its own manifest).
+    held, not_drawn = _held_out(request, [s for s in usable if s.target.address in chosen])
+    # The replays start with the manifests' checks, not after them (each replay reads its own manifest),
+    # and the held-out ones beside the pinned ones.
     checked = await MultiGet([
         *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
-        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate)) for address in replayed)])
-    manifests, runs = checked[:len(usable)], checked[len(usable):]
+        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
+        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
+          for address in held)])
+    manifests, runs = checked[:len(usable)], checked[len(usable):len(usable) + len(replayed)]
+    held_runs = checked[len(usable) + len(replayed):]
     oracles = {s.target.address: SuiteOracle(str(s.target.address), s.fixture[EpochFixturePinField].file_path,
                                              m.manifest_path, m.catalog_path, m.predicate_paths)
                for s, m in zip(usable, manifests)}
     suites = tuple(_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in resolved)
-    held_runs, seeds, not_drawn = await _held_out_runs(request, [s for s in usable if s.target.address in chosen])
     outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in (*runs, *held_runs))
     return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)),
-                 tuple(zip(held_runs, outputs[len(runs):], seeds)), tuple(not_drawn))
+                 tuple(zip(held_runs, outputs[len(runs):])), tuple(not_drawn))
 
 
 def _replayed(run: ReplayRun, contents: Optional[DigestContents],
@@ -179,19 +172,20 @@ def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
     return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
 
 
-def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents, str]], why: str, isolation: str,
+def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str, isolation: str,
                     run_id: RunId) -> HeldOutFacts:
     """A suite's held-out draw as the judge reads it: its world and replay, or why none was drawn."""
     if found is None:
         return HeldOutFacts(HeldOut(False, why))
-    run, contents, seed_digest = found
-    world = run.held_out
+    run, contents = found
+    if run.held_out is None:  # the pin or the pinned world cannot be read: closed for that already
+        return HeldOutFacts(HeldOut(False, "no epoch to draw for: the suite's pin or world cannot be read"))
+    seed_digest, world = run.held_out.seed_sha256, run.held_out.world
     pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
     identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None,
-                            world.world_sha256 if world else None, isolation)
+                            manifest.manifest_sha256 if manifest else None, world.world_sha256, isolation)
     replay, failed, cached = None, list(run.refusals), None
-    if world is not None and world.failure is None:
+    if world.failure is None:
         replay, not_run, cached = _replayed(run, contents, run_id)
         failed += not_run
         if world.world_sha256 == run.epoch.world.world_sha256:
@@ -199,9 +193,9 @@ def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents, str]], why:
                                  "a world other than the pinned one from --seed", f"the pinned world {world.world_sha256}",
                                  "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
                                  "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`"))
-    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256 if world else None,
-                     records=tuple(sorted(world.records.items())) if world else (), cached=cached)
-    return HeldOutFacts(status, identities, _expected(run, world) if world else None, replay, tuple(failed))
+    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256,
+                     records=tuple(sorted(world.records.items())), cached=cached)
+    return HeldOutFacts(status, identities, _expected(run, world), replay, tuple(failed))
 
 
 def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
@@ -272,7 +266,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
                                                                candidate_digest, tree_key)))
     by_address = {r.address: (r, c) for r, c in repository.runs}
-    held_by_address = {r.address: (r, c, seed) for r, c, seed in repository.held_out}
+    held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
     facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, _held_out_facts(
                  held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))

@@ -38,6 +38,7 @@ from pants.engine.target import InvalidFieldException, Target, TransitiveTargets
 from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
+from epoch_gate import held_out as epoch_gate_held_out
 from epoch_gate import runner as epoch_gate_runner
 from epoch_gate.check import check_replay
 from epoch_gate.decision import Expected, Identities, replay_problems
@@ -89,9 +90,17 @@ class ReplayRequest:
     # Trusted mode: the candidate's files (from git objects), which stand in for the code under test in
     # place of the working tree's; the oracle's own packages still come from the trusted checkout.
     candidate: Optional[CandidateFiles] = None
-    # A held-out seed (held_out.seed): the replay is over the world the generator draws from it, not the
-    # pinned one.
-    held_out_seed: Optional[str] = field(default=None, repr=False)
+    # The merged tree's held-out draw key (held_out.draw_key): the replay is over the world the generator
+    # draws from this suite's seed, not over the pinned one.
+    held_out_key: Optional[str] = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class HeldOutWorld:
+    """The held-out world a replay ran over, and its seed's sha256 (the seed itself goes no further)."""
+
+    seed_sha256: str
+    world: FixtureWorld
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ class ReplayRun:
     result: Optional[FallibleProcessResult]
     output: Digest
     refusals: tuple[Reason, ...] = ()  # why the sandbox was not run: a module provided twice, say
-    held_out: Optional[FixtureWorld] = None  # the held-out world replayed, when not the pinned one
+    held_out: Optional[HeldOutWorld] = None  # the held-out world replayed, when not the pinned one
     # Compared, unlike the result's metadata: a replay that runs again with the same output is then a new
     # value, so a memoized caller (the gate's `_Runs`, a test result) is recomputed rather than cleaned,
     # and does not hand back the earlier run's metadata (which would call this run's replay cached).
@@ -178,8 +187,10 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
     world, held_out = epoch.world, None
-    if request.held_out_seed is not None:
-        world = held_out = await Get(FixtureWorld, FixtureWorldRequest(suite.fixture.address, request.held_out_seed))
+    if request.held_out_key is not None:
+        seed = epoch_gate_held_out.seed(request.held_out_key, str(request.address), pin.epoch_id)
+        world = await Get(FixtureWorld, FixtureWorldRequest(suite.fixture.address, seed))
+        held_out = HeldOutWorld(epoch_gate_held_out.seed_sha256(seed), world)
         if world.failure is not None:
             return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (world.failure,), held_out)
     if dependencies.failure is not None:
