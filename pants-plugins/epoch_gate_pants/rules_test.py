@@ -501,3 +501,32 @@ def test_tailor_proposes_one_suite_per_named_pair_in_a_monorepo(rule_runner: Rul
         build = rule_runner.read_file(f"checks/{name}/BUILD")
         assert (f'sampled_properties(\n    name="properties",\n    fixture="fixtures/{name}:{name}_epoch",\n'
                 f'    manifest="checks/{name}:manifest",\n)') in build, build
+
+
+SEEDED = GENERATOR.replace('parser.add_argument("--out")', 'parser.add_argument("--out")\nparser.add_argument("--seed")').replace(
+    '"refunded": i % 7 * 10}', '"refunded": (i + (int(args.seed[:4], 16) if args.seed else 0)) % 7 * 10}')
+
+
+def test_a_held_out_replay_draws_its_world_from_its_suites_seed_or_says_why_not(rule_runner: RuleRunner) -> None:
+    from epoch_gate import held_out
+
+    write_repo(rule_runner)  # its generator takes no --seed
+    address, tree_key = Address("checks", target_name="props"), held_out.draw_key(b"k" * 32, "0" * 40)
+    seed = held_out.seed(tree_key, "checks:props", "e1")
+    run = rule_runner.request(ReplayRun, [ReplayRequest(address, held_out_key=tree_key)])
+    assert run.result is None and run.held_out is not None and run.held_out.seed_sha256 == held_out.seed_sha256(seed)
+    assert [(r.code, r.path, r.expected, r.found) for r in run.refusals] == [
+        (Code.HELD_OUT_UNAVAILABLE, "fixtures/gen.py", "a held-out world from --seed", "exit 2")]
+
+    write_repo(rule_runner, pinned_generator=SEEDED)
+    rule_runner.write_files({"fixtures/gen.py": SEEDED})
+    pinned = rule_runner.request(ReplayRun, [ReplayRequest(address)])
+    drawn = rule_runner.request(ReplayRun, [ReplayRequest(address, held_out_key=tree_key)])
+    assert pinned.result is not None and drawn.result is not None and drawn.result.exit_code == 0, drawn.refusals
+    assert drawn.held_out is not None and drawn.held_out.world.records == {"payments": 50}
+    assert drawn.held_out.world.world_sha256 not in (None, pinned.epoch.world.world_sha256)
+    # The seed is the process's argument; the key, and the tree's draw key, are in nothing it was given.
+    world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"), seed)])
+    assert world == drawn.held_out.world
+    assert tree_key not in repr(ReplayRequest(address, held_out_key=tree_key))
+    assert seed not in repr(FixtureWorldRequest(Address("fixtures", target_name="epoch"), seed))
