@@ -231,3 +231,12 @@ def test_a_passing_held_out_draw_is_eligible_and_a_suite_without_one_says_why() 
     assert verdicts(j) == {"payments:props": "eligible"}
     j = judged(facts(), suite("payments:props"))
     assert j.report.suites[0].to_json()["held_out"] == {"drawn": False, "why": LOCAL}
+
+
+def test_a_flake_on_a_held_out_record_follows_the_rules_of_any_flake() -> None:
+    flake = observed("payments:props", status="flake", witness=b'{"id":2}')
+    drawn = dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props", flake))
+    assert suite_codes(judged(facts(), drawn), "payments:props") == {Code.FLAKE_UNFROZEN}
+    frozen = judged(facts(freezes=[freeze(flake, "payments:props")]), drawn)
+    assert suite_codes(frozen, "payments:props") == {Code.FLAKE_FROZEN}
+    assert verdicts(frozen) == {"payments:props": "hold"}
