@@ -107,7 +107,7 @@ class _Refusing:
 class Remote(_Refusing):
     """A value the product returned, or a part of it: data to read, a handle to pass back."""
 
-    __slots__ = ("_ref", "_type", "_data", "_why", "_properties")
+    __slots__ = ("_ref", "_type", "_data", "_why", "_properties", "__dict__")
 
     def __init__(self, ref: list[object], type_name: str, data: object, why: str = "",
                  properties: Optional[dict[str, object]] = None) -> None:
@@ -124,7 +124,12 @@ class Remote(_Refusing):
             kind = type(value)
             if kind is dict or kind is list:
                 return _wrap(self._ref, name, f"{self._type}.{name}", value)
-            return value  # the hot path: a plain field
+            if not self.__dict__:
+                # The first plain field read: all of them become attributes, read from then on without a
+                # Python call (the slots, and every dunder, are the type's and win over them).
+                self.__dict__.update({key: item for key, item in data.items()  # type: ignore[union-attr]
+                                      if type(item) is not dict and type(item) is not list})
+            return value
         if name.startswith("__"):
             raise AttributeError(name)
         return Method(self, name)
