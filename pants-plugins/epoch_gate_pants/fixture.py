@@ -139,10 +139,11 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
     ))
     if result.exit_code != 0:
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        if request.seed is not None:
+        if request.seed is not None:  # the seed is named by its digest only, even in an echo of it
+            said = tail[0].replace(request.seed, "<seed>")[:300]
             return FixtureWorld(result.output_digest, None, Reason(
                 Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
-                f"exit {result.exit_code}", f"the generator failed with --seed: {tail[0][:300]}. Make it take "
+                f"exit {result.exit_code}", f"the generator failed with --seed: {said}. Make it take "
                 "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`"))
         return FixtureWorld(result.output_digest, None, Reason(
             Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",

@@ -137,8 +137,8 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
                  tuple(zip(held_runs, outputs[len(runs):])), tuple(not_drawn))
 
 
-def _replayed(run: ReplayRun, contents: Optional[DigestContents],
-              run_id: RunId) -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
+def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
+              what: str = "replay") -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
     """A replay run's checked output, why it has none, and whether it came from a cache."""
     if run.result is None:
         return None, [], None
@@ -147,7 +147,7 @@ def _replayed(run: ReplayRun, contents: Optional[DigestContents],
         stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
                              f"the replay did not evaluate: {stderr[0][:300]}")], cached
-    return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} replay"), [], cached
+    return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
 
 
 def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
@@ -186,7 +186,7 @@ def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str,
                             manifest.manifest_sha256 if manifest else None, world.world_sha256, isolation)
     replay, failed, cached = None, list(run.refusals), None
     if world.failure is None:
-        replay, not_run, cached = _replayed(run, contents, run_id)
+        replay, not_run, cached = _replayed(run, contents, run_id, "held-out replay")
         failed += not_run
         if world.world_sha256 == run.epoch.world.world_sha256:
             failed.append(Reason(Code.HELD_OUT_UNAVAILABLE, run.epoch.files.generator_path,
@@ -196,6 +196,15 @@ def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str,
     status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256,
                      records=tuple(sorted(world.records.items())), cached=cached)
     return HeldOutFacts(status, identities, _expected(run, world), replay, tuple(failed))
+
+
+def _held_out_key(gate: GateSubsystem, environment: CompleteEnvironmentVars) -> tuple[Optional[bytes], Optional[Reason]]:
+    """The held-out key, read before the gate starts any process of its own, and taken out of this
+    process's environment (without pantsd it is the client's): git and the parsers the gate runs do not
+    inherit it."""
+    found = held_out.load_key(Key(gate.held_out_key_env, gate.held_out_key_file), environment)
+    os.environ.pop(gate.held_out_key_env, None)
+    return found
 
 
 def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
@@ -215,6 +224,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                    dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
                    environment: CompleteEnvironmentVars) -> Gate:
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
+    key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     findings += problems
 
@@ -241,19 +251,22 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     except EvidenceError as error:
         findings.append(error.reason)
 
-    # Held-out draws (trusted mode with the key): the key stays in this function; what goes on is the
-    # merged tree's draw key, and from it each suite's seed.
+    # Held-out draws (trusted mode with the key): what goes on is the merged tree's draw key, and from it
+    # each suite's seed; the key goes no further than this function.
     tree_key, held_out_why = None, LOCAL
     if candidate is not None:
-        key, unusable = load_key(Key(gate.held_out_key_env, gate.held_out_key_file), environment)
         if unusable is not None:
             findings.append(unusable)
             held_out_why = unusable.message
         elif key is None:
             held_out_why = held_out.no_key(gate.held_out_key_env)
+            if gate.held_out_required:
+                findings.append(Reason(Code.HELD_OUT_UNAVAILABLE, f"${gate.held_out_key_env}", "the held-out key",
+                                       "unset", "[gate].held_out_required: trusted mode judges held-out worlds "
+                                       "too, and the key is not set: pass the CI secret to the gate step"))
         else:
-            tree_key = held_out.draw_key(key, candidate.tree)
-        del key
+            tree_key, held_out_why = held_out.draw_key(key, candidate.tree), "the suite was not replayed"
+    del key
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In

@@ -121,6 +121,16 @@ class GateSubsystem(GoalSubsystem):
             """
         ),
     )
+    held_out_required = BoolOption(
+        default=False,
+        help=help_text(
+            """
+            Close trusted mode (`held-out-unavailable`) when the held-out key is not set, instead of
+            judging the pinned worlds only: for CI that always passes the key, so that a job that lost
+            its secret cannot pass a change on the pinned worlds alone.
+            """
+        ),
+    )
     held_out_key_file = StrOption(
         default=None,
         advanced=True,

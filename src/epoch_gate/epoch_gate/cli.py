@@ -147,6 +147,12 @@ def cmd_held_out_seed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _object_id(value: str) -> str:
+    if len(value) not in (40, 64) or any(c not in "0123456789abcdef" for c in value):
+        raise argparse.ArgumentTypeError(f"not a git object id (40 or 64 lower-case hex digits): {value!r}")
+    return value
+
+
 def _date(value: str) -> datetime.date:
     try:
         return datetime.date.fromisoformat(value)
@@ -193,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
     ann.set_defaults(run=cmd_annotations)
 
     held = sub.add_parser("held-out-seed", help="re-derive a suite's held-out seed from the key (the generator's --seed)")
-    held.add_argument("--tree", required=True, help="the judged tree (the statement's gitTree)")
+    held.add_argument("--tree", required=True, type=_object_id, help="the judged tree (the statement's gitTree)")
     held.add_argument("--suite", required=True, help="the sampled_properties address")
     held.add_argument("--epoch-id", required=True)
     held.add_argument("--key-env", default="EPOCH_GATE_HELD_OUT_KEY", help="the variable holding the key")

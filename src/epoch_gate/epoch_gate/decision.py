@@ -79,6 +79,27 @@ class HeldOutEvidence:
     identities: Identities
     replay: Optional[ReplayResult]
     expected: Optional[Expected]
+    observations: tuple[Observation, ...] = ()  # this replay's own
+
+
+def by_id(observations: Sequence[Observation]) -> dict[str, Observation]:
+    """Observations by id; the same id can be both replayed and archived, and this run's replay takes
+    precedence."""
+    return {o.id: o for o in sorted(observations, key=lambda o: o.source != "archive")}
+
+
+def worst_by_id(*tables: Mapping[str, Observation]) -> dict[str, Observation]:
+    """The tables of two worlds' replays as one: an id both hold (the same record's bytes in both worlds)
+    is the failure when either world failed it, never the flake of the other, and a replay's over the
+    archive's."""
+    merged: dict[str, Observation] = {}
+    for table in tables:
+        for oid, found in table.items():
+            kept = merged.get(oid)
+            if kept is None or (kept.source == "archive" and found.source != "archive") or (
+                    kept.source == found.source and kept.is_flake and not found.is_flake):
+                merged[oid] = found
+    return merged
 
 
 @dataclass(frozen=True)
@@ -244,22 +265,28 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     5. Valid freezes that cover no current flake hold the suite until they are deleted.
     """
     reasons: list[Reason] = list(evidence.findings)
-    # Only this suite's evidence counts; the same id can be both replayed and archived, and this run's
-    # replay takes precedence.
+    # Only this suite's evidence counts. Each world's replay is read against its own observations (and
+    # the archive): the same record's bytes can be in both worlds, and one world's flake must not stand
+    # for the other's failure.
     mine = [o for o in evidence.observations if o.suite == evidence.address]
-    by_id = {o.id: o for o in sorted(mine, key=lambda o: o.source != "archive")}
-    replayed, flakes = _replay_reasons(evidence, by_id)
+    pinned = by_id(mine)
+    replayed, flakes = _replay_reasons(evidence, pinned)
     reasons.extend(replayed)
+    tables = [pinned]
     held = evidence.held_out
     if held is not None:  # every property over the held-out world too, by the same rules
+        archived = [o for o in mine if o.source == "archive"]
+        tables.append(by_id([*(o for o in held.observations if o.suite == evidence.address), *archived]))
         held_reasons, held_flakes = _replay_reasons(dataclasses.replace(
-            evidence, identities=held.identities, replay=held.replay, expected=held.expected), by_id)
+            evidence, identities=held.identities, replay=held.replay, expected=held.expected), tables[-1])
         reasons.extend(dataclasses.replace(r, message=f"held-out world: {r.message}") for r in held_reasons)
-        flakes.extend(f for f in held_flakes if f not in flakes)
+        flakes.extend(f for f in held_flakes if f.id not in {known.id for known in flakes})
+    every = worst_by_id(*tables)
+    flakes = [f for f in flakes if every[f.id].is_flake]  # a flake in one world, failed in the other: failed
 
     valid: dict[str, Freeze] = {}
     for freeze in evidence.freezes:
-        problems = _freeze_problems(freeze, by_id.get(freeze.observation_id), evidence.identities.epoch_id,
+        problems = _freeze_problems(freeze, every.get(freeze.observation_id), evidence.identities.epoch_id,
                                     evidence.today)
         reasons.extend(problems)
         if not problems:

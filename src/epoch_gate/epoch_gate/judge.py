@@ -20,6 +20,8 @@ from epoch_gate.decision import (
     Expected,
     HeldOutEvidence,
     Identities,
+    by_id,
+    worst_by_id,
     SuiteEvidence,
     Verdict,
     changed_reasons,
@@ -155,22 +157,26 @@ def _oracle_changes(change: ChangeFacts, oracles: Sequence[SuiteOracle], read_ba
 def _judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapping[str, bytes]]:
     replay, held = suite.replay, suite.held_out
     replays = [r for r in (replay, held.replay) if r is not None]
-    replayed = tuple({o.id: o for r in replays for o in r.observations}.values())
-    observations = (*replayed, *(o for o in change.archive if o.suite == suite.address))
+    archived = tuple(o for o in change.archive if o.suite == suite.address)
+    pinned = (*(replay.observations if replay else ()), *archived)
     folder = f"{change.out}/{suite_folder(suite.address)}/observations"
     held_evidence = None
     if held.status.drawn:
         held_evidence = HeldOutEvidence(held.identities or Identities(None, None, None),
-                                        held.replay.result if held.replay else None, held.expected)
+                                        held.replay.result if held.replay else None, held.expected,
+                                        held.replay.observations if held.replay else ())
+    witness_ids = {o.id for r in replays for o in r.observations}
     verdict = judge_suite(SuiteEvidence(
         address=suite.address, identities=suite.identities, replay=replay.result if replay else None,
-        observations=observations, freezes=tuple(f for f in change.freezes if f.suite == suite.address),
-        today=change.today, findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
-        witness_paths={o.id: f"{folder}/{o.id}.bin" for o in replayed}, expected=suite.expected,
+        observations=pinned, freezes=tuple(f for f in change.freezes if f.suite == suite.address),
+        today=change.today,
+        findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
+        witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids}, expected=suite.expected,
         held_out=held_evidence))
-    shown = tuple(o for o in observations if o.suite == suite.address)
-    return (SuiteReport(suite.address, verdict, suite.identities, replay.result if replay else None, shown,
-                        suite.cached, held.status, held.replay.result if held.replay else None),
+    shown = worst_by_id(by_id(pinned), by_id(held_evidence.observations if held_evidence else ()))
+    return (SuiteReport(suite.address, verdict, suite.identities, replay.result if replay else None,
+                        tuple(shown.values()), suite.cached, held.status,
+                        held.replay.result if held.replay else None),
             {oid: data for r in replays for oid, data in r.witnesses.items()})
 
 

@@ -240,3 +240,20 @@ def test_a_flake_on_a_held_out_record_follows_the_rules_of_any_flake() -> None:
     frozen = judged(facts(freezes=[freeze(flake, "payments:props")]), drawn)
     assert suite_codes(frozen, "payments:props") == {Code.FLAKE_FROZEN}
     assert verdicts(frozen) == {"payments:props": "hold"}
+
+
+def test_one_records_flake_in_one_world_never_stands_for_its_failure_in_the_other() -> None:
+    """The same record's bytes in both worlds have one observation id: failed twice in the pinned world and
+    held on its rerun in the held-out one, it is failed, frozen or not, and the report shows the failure."""
+    fail = observed("payments:props", status="fail", witness=b'{"id":1}')
+    flake = observed("payments:props", status="flake", witness=b'{"id":1}')
+    assert fail.id == flake.id
+    for pinned, held in ((fail, flake), (flake, fail)):
+        both = dataclasses.replace(suite("payments:props", pinned), held_out=_held_out("payments:props", held))
+        for freezes in ([], [freeze(flake, "payments:props")]):
+            j = judged(facts(freezes=freezes), both)
+            assert verdicts(j) == {"payments:props": "closed"}
+            codes = suite_codes(j, "payments:props")
+            assert Code.PROPERTY_FAILED in codes and Code.FLAKE_FROZEN not in codes, codes
+            assert codes - {Code.PROPERTY_FAILED} == ({Code.FREEZE_NOT_A_FLAKE} if freezes else set())
+            assert [o.status for o in j.report.suites[0].observations] == ["fail"]

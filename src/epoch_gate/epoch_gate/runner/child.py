@@ -181,14 +181,12 @@ class Server:
         return '["v",%d,%s,%s,%s]' % (len(kept) - 1, data.type_name(result), text, own)
 
     def answers(self, scope: int, calls: list[object]) -> str:
-        """The batch's answers, as the JSON list the parent reads."""
+        """The batch's answers, as the JSON list the parent reads. Each is encoded as soon as its call
+        returns: a product that hands back one object and changes it on its next call is read as it was."""
         kept = self.scopes.setdefault(scope, [])
-        outcomes = [self.call(call) for call in calls]
-        together = _together(kept, outcomes)
-        if together is not None:
-            return together
-        return "[" + ",".join([o if type(o) is str else self.respond(kept, o.value)  # type: ignore[union-attr]
-                               for o in outcomes]) + "]"
+        respond = self.respond
+        return "[" + ",".join([o if type(o) is str else respond(kept, o.value)  # type: ignore[union-attr]
+                               for o in map(self.call, calls)]) + "]"
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
@@ -224,31 +222,6 @@ def _is_scalar(value: object) -> bool:
 
 def _raised(exc: BaseException) -> str:
     return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
-
-
-def _together(kept: list[object], outcomes: list[Union[str, _Returned]]) -> Optional[str]:
-    """Every answer of the batch encoded in one go (one encoder call instead of one per answer), or None
-    when one of them needs its own: the product raised, a value is not data or is over the size, or
-    reading it raised. The handles it gave are taken back then (`Server.respond` gives them again)."""
-    if any(type(outcome) is str for outcome in outcomes):
-        return None
-    base = len(kept)
-    answers: list[object] = []
-    try:
-        for outcome in outcomes:
-            result = outcome.value  # type: ignore[union-attr]
-            if _is_scalar(result):
-                answers.append(["v", -1, type(result).__name__, result, {}])
-            else:
-                own = data.own_properties(result)
-                kept.append(result)
-                answers.append(["v", len(kept) - 1, type(result).__name__, result, own])
-        return data.encode_answers(answers)
-    except MemoryError:
-        os._exit(EXIT_MEMORY)
-    except BaseException:  # noqa: BLE001 - one answer needs its own encoding, which says why
-        del kept[base:]
-        return None
 
 
 def _import(name: str) -> object:

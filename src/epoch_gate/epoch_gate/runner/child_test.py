@@ -504,3 +504,19 @@ def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_pa
     # Records 3 and 4 fail on their own answers; record 7 (negative) still holds: 2 x -5 is -10.
     assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 2, 3), outcome
     assert outcome.detail == "the product's answer Amount has no field value (Circular reference detected)"
+
+
+def test_each_answer_is_the_value_as_its_call_returned_it(tmp_path: Path) -> None:
+    """A product that hands back one object and changes it on the next call is read as it was when its
+    call returned, not as the batch left it."""
+    world = sandbox(tmp_path, """
+        def echoed(record, product):
+            return product.split_app.latest(record).id == record["id"]
+    """, """
+        _LATEST = {"id": None}
+        def latest(record):
+            _LATEST["id"] = record["id"]
+            return _LATEST
+    """)
+    outcome = replayed(world, prop("echoed", "echoed"))["echoed"]
+    assert (outcome.outcome, outcome.records) == ("pass", 20), outcome

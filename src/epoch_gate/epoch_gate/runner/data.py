@@ -155,12 +155,6 @@ def encode(value: object) -> tuple[str, str]:
         raise wrapped.raised from None
 
 
-def encode_answers(answers: list[object]) -> str:
-    """A batch's answers in one encoding. Raises NotData (or what a product property raised, wrapped)
-    when one of them is to be encoded on its own; over MAX_DATA together, each is."""
-    return _checked(answers)
-
-
 def type_name(value: object) -> str:
     """The value's class name, as JSON text."""
     cls = type(value)

@@ -95,7 +95,10 @@ class _Speculation:
                 self.off = True
                 return
             if self.head is None:
-                target = json.loads(head)
+                try:
+                    target = json.loads(head)
+                except ValueError:
+                    target = None
                 if type(target) is not dict or type(target.get("m")) is not str:
                     self.off = True
                     return
