@@ -115,9 +115,10 @@ class GateSubsystem(GoalSubsystem):
             that the candidate cannot predict (an HMAC over the merged tree, the suite and its epoch),
             runs the suite's generator again with that seed (`epoch_fixture(held_out=...)`) and judges
             every sampled property over that held-out world too. The key stays in the gate's own
-            process: no jail, process, log, cache or report sees it, only the seed's digest. Unset,
-            the suites are judged over the pinned world only and the report says so. CI passes it as
-            a secret; never write the key itself in configuration.
+            process, which takes it out of its environment once read: no jail, process it starts, log,
+            cache or report sees it, only the seed's digest. Unset, the suites are judged over the
+            pinned world only and the report says so (`[gate].held_out_required` closes instead). CI
+            passes it as a secret; never write the key itself in configuration.
             """
         ),
     )
