@@ -101,6 +101,10 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert [(r["code"], r["path"]) for r in run.suite(INVENTORY)["reasons"]] == [
         ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"), ("replay-failed", INVENTORY)]
     assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["seed_sha256"]
+    # Its error echoes the seed (argparse: "unrecognized arguments: --seed <64 hex>"): shown as <seed>.
+    (refused,) = run.reasons("held-out-unavailable")
+    assert "--seed <seed>" in refused["message"] and not re.search(r"[0-9a-f]{64}", json.dumps(
+        run.suite(INVENTORY)["reasons"])), refused
 
     # The fixture opts out: judged over its pinned world only, and the report says so.
     example.write("fixtures/inventory/BUILD", (example.root / "fixtures/inventory/BUILD").read_text().replace(
@@ -134,6 +138,11 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert unkeyed.verdict == "eligible", unkeyed.stdout
     assert unkeyed.suite(ORDERS)["held_out"] == {
         "drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only"}
+    # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
+    # world alone.
+    required = judge.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
+    assert [(r["code"], r["path"]) for r in required.all_reasons() if r["code"] == "held-out-unavailable"] == [
+        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")] and required.verdict == "closed", required.stdout
     # With the key, the held-out world finds it, with the record that shows it saved like any witness.
     # (Its new processes keep their sandboxes: their arguments, environment and files are looked at below.)
     keyed = judge.gate("--keep-sandboxes=always", f"--gate-candidate={memorising}", env=KEYED)
