@@ -96,7 +96,7 @@ def test_a_freeze_of_one_suite_does_not_touch_the_other(repo: Repo) -> None:
 
 def test_pants_change_detection_runs_a_suite_whose_pin_changed(repo: Repo) -> None:
     base = repo.head()
-    minted = repo.pants("pin-epoch", "--epoch-id=inventory-2026-12-b", INVENTORY)
+    minted = repo.pants("pin-epoch", "--epoch-id=inventory-2026-12-c", INVENTORY)
     assert minted.returncode == 0, minted.stderr[-3000:]
     repo.commit("a new inventory epoch")
     dependents = repo.pants(f"--changed-since={base}", "--changed-dependents=transitive", "list")
