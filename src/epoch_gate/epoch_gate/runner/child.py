@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Mapping, Optional, Sequence
 
 from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
@@ -140,16 +140,16 @@ class Server:
                 calls.append(exc)
         return calls
 
-    def call(self, call: object) -> Union[str, _Returned]:
-        """What the product returned for one call, or already its answer: it raised, or the call names
-        nothing."""
+    def answer(self, kept: list[object], call: object) -> str:
+        """One call's answer, encoded as soon as the call returns (a product that hands back one object
+        and changes it on its next call is read as it was): a value as data, something that is not data
+        as a handle, what the product raised, or why the call names nothing."""
         try:
             if isinstance(call, Exception):
                 raise call
             if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
                 raise Unresolved("a malformed call")
             function = self._target(call[0])  # type: ignore[index]
-            args, kwargs = call[1], call[2]  # type: ignore[index]
         except Unresolved as exc:
             return json.dumps(["u", str(exc)[:500]])  # ASCII (json.dumps' default): the frame always encodes
         except MemoryError:
@@ -157,15 +157,11 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - the product's module raised on import: its failure
             return _raised(exc)
         try:
-            return _Returned(function(*args, **kwargs))
+            result = function(*call[1], **call[2])  # type: ignore[index]
         except MemoryError:
             os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return _raised(exc)
-
-    def respond(self, kept: list[object], result: object) -> str:
-        """One answer, encoded on its own: a value as data, something that is not data as a handle, or
-        what the product raised while its value was read."""
         try:
             text, own = data.encode(result)
         except data.NotData as exc:
@@ -173,20 +169,18 @@ class Server:
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
-        except BaseException as exc:  # noqa: BLE001 - the product's property raised: its answer
+        except BaseException as exc:  # noqa: BLE001 - its property raised while its value was read: its answer
             return _raised(exc)
-        if _is_scalar(result):  # a number or text is its value: no handle
+        if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
             return '["v",-1,%s,%s,{}]' % (data.type_name(result), text)
         kept.append(result)
         return '["v",%d,%s,%s,%s]' % (len(kept) - 1, data.type_name(result), text, own)
 
     def answers(self, scope: int, calls: list[object]) -> str:
-        """The batch's answers, as the JSON list the parent reads. Each is encoded as soon as its call
-        returns: a product that hands back one object and changes it on its next call is read as it was."""
+        """The batch's answers, as the JSON list the parent reads."""
         kept = self.scopes.setdefault(scope, [])
-        respond = self.respond
-        return "[" + ",".join([o if type(o) is str else respond(kept, o.value)  # type: ignore[union-attr]
-                               for o in map(self.call, calls)]) + "]"
+        answer = self.answer
+        return "[" + ",".join([answer(kept, call) for call in calls]) + "]"
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
@@ -205,19 +199,6 @@ class Server:
             scope = int(head)
             write(protocol.frame(protocol.ANSWERS, self.answers(scope, self.read_calls(lines)).encode()))
             flush()
-
-
-class _Returned:
-    """A product call's return value, not yet encoded."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-
-def _is_scalar(value: object) -> bool:
-    return value is None or isinstance(value, (int, float, str))
 
 
 def _raised(exc: BaseException) -> str:

@@ -22,7 +22,7 @@ import types
 from decimal import Decimal
 from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
 MAX_TRACEBACK = 1500
@@ -93,6 +93,8 @@ def to_data(value: Any) -> object:
             return own
         try:
             return {name: getattr(value, name) for name in names}
+        except RecursionError:
+            raise  # a cycle, most likely: not data
         except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
             raise _Raised(exc) from None
     if isinstance(value, enum.Enum):
@@ -109,27 +111,26 @@ def to_data(value: Any) -> object:
         raise NotData(f"a {type(value).__name__}")
     try:
         return {name: getattr(value, name) for name in names}
+    except RecursionError:
+        raise  # a cycle, most likely: not data
     except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
         raise _Raised(exc) from None
 
 
-def _new_encoder() -> Callable[[object], str]:
-    """json.dumps(value) with `to_data` as its default, no NaN and no spaces. ASCII: a lone surrogate
-    (os.fsdecode's) crosses escaped, and the frame always encodes. The C encoder is made once and called
-    directly (JSONEncoder.encode makes one per call); it is made anew after it raised, since it then
-    leaves the objects it was in among those it takes for a cycle."""
-    if c_make_encoder is None:
-        return json.JSONEncoder(default=to_data, allow_nan=False, separators=(",", ":")).encode
-    one_shot = c_make_encoder({}, to_data, encode_basestring_ascii, None, ":", ",", False, False, False)
-    return lambda value: "".join(one_shot(value, 0))
+# json.dumps(value) as chunks, with `to_data` as its default, no NaN and no spaces. ASCII: a lone surrogate
+# (os.fsdecode's) crosses escaped, and the frame always encodes. The C encoder is made once and called
+# directly (JSONEncoder.encode makes one per call). It does not look for cycles (that costs a dict entry
+# per container): a cyclic value is nested too deeply, which the encoder notices without keeping any
+# state past the call, so it stays as good as new after it raised.
+_chunks: Callable[[object, int], Sequence[str]] = (
+    c_make_encoder(None, to_data, encode_basestring_ascii, None, ":", ",", False, False, False)
+    if c_make_encoder is not None else
+    lambda value, _: [json.JSONEncoder(default=to_data, allow_nan=False, check_circular=False,
+                                       separators=(",", ":")).encode(value)])
 
 
-_encode = _new_encoder()
-
-
-def own_properties(value: object) -> dict[str, object]:
-    """What crosses with an answer besides its value: an object's public properties ({} for anything
-    else). Raises what the product's properties raise."""
+def _own_names(value: object) -> tuple[str, ...]:
+    """The properties an answer of this value's class crosses with."""
     cls = type(value)
     names = _OWN.get(cls)
     if names is None:
@@ -137,22 +138,19 @@ def own_properties(value: object) -> dict[str, object]:
                        or _fields(value) is None) else _properties(cls)
         if cls in _FIELDS:  # a dataclass or an attrs class: the same for every instance
             _OWN[cls] = names
-    return {name: getattr(value, name) for name in names} if names else {}
+    return names
 
 
 def encode(value: object) -> tuple[str, str]:
     """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
     with their fields only: their properties when a predicate reads one). Raises NotData, or what the
     product's own properties raise."""
-    try:
-        text = _checked(value)
-        try:
-            own = own_properties(value)
-        except Exception as exc:  # noqa: BLE001 - a property raised: the product's failure
-            raise _Raised(exc) from None
-        return text, _checked(own) if own else "{}"
-    except _Raised as wrapped:
-        raise wrapped.raised from None
+    text = _checked(value)
+    names = _OWN.get(type(value))
+    if names == ():  # the common case: a class seen before, without properties
+        return text, "{}"
+    own = {name: getattr(value, name) for name in (names or _own_names(value))}  # raises what a property raises
+    return text, _checked(own) if own else "{}"
 
 
 def type_name(value: object) -> str:
@@ -167,16 +165,14 @@ def type_name(value: object) -> str:
 
 
 def _checked(value: object) -> str:
-    global _encode
     try:
-        text = _encode(value)
-    except BaseException as exc:
-        _encode = _new_encoder()
-        if isinstance(exc, RecursionError):
-            raise NotData("nested too deeply") from None
-        if isinstance(exc, (ValueError, TypeError)):  # NaN, Infinity, a cycle; a key that is not a scalar
-            raise NotData(str(exc)) from None
-        raise
+        text = "".join(_chunks(value, 0))
+    except _Raised as wrapped:
+        raise wrapped.raised from None
+    except RecursionError:
+        raise NotData("nested too deeply, or a cycle") from None
+    except (ValueError, TypeError) as exc:  # NaN, Infinity; a key that is not a scalar
+        raise NotData(str(exc)) from None
     if len(text) > MAX_DATA:
         raise NotData(f"{len(text)} characters of data, over {MAX_DATA}")
     return text

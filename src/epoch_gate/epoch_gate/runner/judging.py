@@ -29,7 +29,7 @@ import operator
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from epoch_gate.runner.protocol import REF
 from epoch_gate.text import from_os
@@ -107,12 +107,18 @@ class _Refusing:
 class Remote(_Refusing):
     """A value the product returned, or a part of it: data to read, a handle to pass back."""
 
-    __slots__ = ("_ref", "_type", "_data", "_why", "_properties", "__dict__")
+    __slots__ = ("_ref", "_root", "_data", "_why", "_properties", "__dict__")
 
-    def __init__(self, ref: list[object], type_name: str, data: object, why: str = "",
+    def __init__(self, ref: list[object], root: str, data: object, why: str = "",
                  properties: Optional[dict[str, object]] = None) -> None:
-        self._ref, self._type, self._data, self._why = ref, type_name, data, why
+        self._ref, self._root, self._data, self._why = ref, root, data, why  # root: the answer's class name
         self._properties = properties  # an answer's own, as they came with it; None: asked for when read
+
+    @property
+    def _type(self) -> str:
+        """What this value is, for messages: the answer's class and the path to this part of it."""
+        return self._root + "".join(f"[{step}]" if type(step) is int else f".{step}"
+                                    for step in self._ref[2])  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"<product {self._type}>"
@@ -120,15 +126,16 @@ class Remote(_Refusing):
     def __getattr__(self, name: str) -> Any:
         data = self._data
         if type(data) is dict and name in data:  # type: ignore[operator]
+            read = self.__dict__
+            if not read:
+                # The first field read: every plain one becomes an attribute, read from then on without a
+                # Python call (the slots, and every dunder, are the type's and win over them).
+                read.update({key: item for key, item in data.items()  # type: ignore[union-attr]
+                             if type(item) is not dict and type(item) is not list})
             value = data[name]  # type: ignore[index]
             kind = type(value)
-            if kind is dict or kind is list:
-                return _wrap(self._ref, name, f"{self._type}.{name}", value)
-            if not self.__dict__:
-                # The first plain field read: all of them become attributes, read from then on without a
-                # Python call (the slots, and every dunder, are the type's and win over them).
-                self.__dict__.update({key: item for key, item in data.items()  # type: ignore[union-attr]
-                                      if type(item) is not dict and type(item) is not list})
+            if kind is dict or kind is list:  # a part of the answer, wrapped once
+                value = read[name] = _wrap(self._ref, name, self._root, value)
             return value
         if name.startswith("__"):
             raise AttributeError(name)
@@ -138,7 +145,7 @@ class Remote(_Refusing):
         data = self._data
         if type(data) is not dict or type(key) is not str or key not in data:  # type: ignore[operator]
             raise NotData(f"{self._type} has no item {key!r}" + (f" ({self._why})" if self._why else ""))
-        return _wrap(self._ref, key, f"{self._type}[{key!r}]", data[key])  # type: ignore[index]
+        return _wrap(self._ref, key, self._root, data[key])  # type: ignore[index]
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": self._ref}, args, kwargs)
@@ -194,7 +201,7 @@ class Method(_Refusing):
             data = found._data if isinstance(found, Remote) else None
         if type(data) is not dict or self._name not in data:
             raise self._missing()
-        return _wrap(of._ref, self._name, f"{of._type}.{self._name}", data[self._name])
+        return _wrap(of._ref, self._name, of._root, data[self._name])
 
     def _missing(self) -> NotData:
         why = f" ({self._of._why})" if self._of._why else ""
@@ -239,7 +246,7 @@ Method.__format__ = lambda self, spec: format(self._value(), spec)  # type: igno
 class Name(_Refusing):
     """`product.pkg.module.function`: a name the child imports, called like the function."""
 
-    __slots__ = ("_name",)
+    __slots__ = ("_name", "__dict__")
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -248,9 +255,7 @@ class Name(_Refusing):
         return f"<product {self._name}>"
 
     def __getattr__(self, name: str) -> Name:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Name(f"{self._name}.{name}")
+        return _named(self, f"{self._name}.{name}", name)
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"m": self._name}, args, kwargs)
@@ -259,29 +264,48 @@ class Name(_Refusing):
 class Product:
     """The `product` a predicate is given: `product.<top-level name>...` names a product callable."""
 
-    __slots__ = ()
+    __slots__ = ("__dict__",)
 
     def __getattr__(self, name: str) -> Name:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Name(name)
+        return _named(self, name, name)
 
     def __repr__(self) -> str:
         return "<product>"
 
 
+_NAMES_KEPT = [0]  # how many names are kept as attributes, across all of them: a bounded number
+
+
+def _named(owner: Union[Name, Product], full: str, name: str) -> Name:
+    """The Name `full`, kept as `owner`'s attribute so that the next `product.pkg.function` of every
+    record is read without a Python call (names a predicate builds from data: up to a bound)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    found = Name(full)
+    if _NAMES_KEPT[0] < 4096:
+        _NAMES_KEPT[0] += 1
+        owner.__dict__[name] = found
+    return found
+
+
 PRODUCT = Product()
 
 
-def _wrap(ref: list[object], step: Union[str, int], type_name: str, value: object) -> Any:
+def _wrap(ref: list[object], step: Union[str, int], root: str, value: object) -> Any:
     """A part of an answer: a plain scalar as it is, an object as a Remote, a list as a tuple of parts."""
     kind = type(value)
     if kind is dict:
-        return Remote([ref[0], ref[1], [*ref[2], step]], type_name, value)  # type: ignore[misc, arg-type]
+        return Remote([ref[0], ref[1], [*ref[2], step]], root, value)  # type: ignore[misc, arg-type]
     if kind is list:
-        inner = [ref[0], ref[1], [*ref[2], step]]  # type: ignore[misc]
-        return tuple(_wrap(inner, index, f"{type_name}[{index}]", item) for index, item in enumerate(value))
+        return _parts([ref[0], ref[1], [*ref[2], step]], root, value)  # type: ignore[misc, arg-type]
     return value
+
+
+def _parts(ref: list[object], root: str, items: list[object]) -> tuple[object, ...]:
+    scope, handle, path = ref
+    return tuple([Remote([scope, handle, [*path, index]], root, item) if type(item) is dict  # type: ignore[misc]
+                  else item if type(item) is not list else _wrap(ref, index, root, item)
+                  for index, item in enumerate(items)])
 
 
 def plain(value: Any) -> Any:
@@ -321,26 +345,18 @@ def _encode_ref(value: object) -> object:
 _TARGETS: dict[str, bytes] = {}  # a module name's encoded target, made once
 
 
-def _new_encoder() -> Callable[[object], str]:
-    """json.dumps with `_encode_ref` as its default, no NaN, no spaces, UTF-8 as it is. The C encoder is
-    made once and called directly (JSONEncoder.encode makes one per call), and anew after it raised (it
-    then keeps the objects it was in among those it takes for a cycle)."""
-    if c_make_encoder is None:
-        return json.JSONEncoder(default=_encode_ref, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode
-    one_shot = c_make_encoder({}, _encode_ref, encode_basestring, None, ":", ",", False, False, False)
-    return lambda value: "".join(one_shot(value, 0))
-
-
-_encode = _new_encoder()
+# json.dumps with `_encode_ref` as its default, no NaN, no spaces, UTF-8 as it is: the C encoder made once
+# and called directly (JSONEncoder.encode makes one per call), without looking for cycles (a dict entry per
+# container): a cyclic argument is nested too deeply (RecursionError), and the encoder keeps no state.
+_chunks: Callable[[object, int], Sequence[str]] = (
+    c_make_encoder(None, _encode_ref, encode_basestring, None, ":", ",", False, False, False)
+    if c_make_encoder is not None else
+    lambda value, _: [json.JSONEncoder(default=_encode_ref, allow_nan=False, check_circular=False,
+                                       separators=(",", ":"), ensure_ascii=False).encode(value)])
 
 
 def _dump(value: object) -> bytes:
-    global _encode
-    try:
-        return _encode(value).encode()
-    except BaseException:
-        _encode = _new_encoder()
-        raise
+    return "".join(_chunks(value, 0)).encode()
 
 
 def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
@@ -408,7 +424,7 @@ def _top(ref: list[object], type_name: str, data: object, properties: dict[str, 
     if ref[1] == -1:
         return data
     if type(data) is list:
-        return tuple(_wrap(ref, index, f"{type_name}[{index}]", item) for index, item in enumerate(data))
+        return _parts(ref, type_name, data)
     return Remote(ref, type_name, data, properties=properties)
 
 
