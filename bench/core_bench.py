@@ -1,5 +1,5 @@
-"""Benchmarks of the core (not timed tests): file hashing against sha256sum, and `decide` + parsing over
-many observations. Run: `python bench/core_bench.py [--size-mib 512] [--observations 10000]` with
+"""Benchmarks of the core (not timed tests): file hashing against sha256sum, and the judgement (`judge`,
+through `testutil.decide`) + parsing over many observations. Run: `python bench/core_bench.py [--size-mib 512] [--observations 10000]` with
 `src/epoch_gate` on PYTHONPATH. Prints medians (min-max) of several runs, ratios measured in the same run."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from epoch_gate.changes import ChangedPath, ProtectedSet
-from epoch_gate.decision import Evidence, Expected, Identities, decide
+from epoch_gate.decision import Expected, Identities
+from epoch_gate.testutil import Evidence, decide
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import sha256_file
 from epoch_gate.observations import load_observations, make_observation, write_observation

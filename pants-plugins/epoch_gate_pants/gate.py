@@ -32,7 +32,7 @@ from epoch_gate.check import ReplayEvidence, check_replay
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.folders import output_folder
 from epoch_gate.freezes import parse_freeze_files
-from epoch_gate.held_out import LOCAL, HeldOut, Key, load_key
+from epoch_gate.held_out import LOCAL, HeldOut, Key
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import read_file

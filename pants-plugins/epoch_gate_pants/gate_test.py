@@ -22,7 +22,6 @@ from epoch_gate_pants.gate_harness import (
     identities,
     observations,
     oracle_changes,
-    properties,
     reasons,
     suites,
 )

@@ -221,10 +221,9 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
 
     from epoch_gate import report
     from epoch_gate.attestation import statement_bytes
-    from epoch_gate.tree import repository_url
-    from epoch_gate.decision import Evidence, Identities
-    from epoch_gate.report_test import one_suite
-    from epoch_gate.tree import reviewed_tree
+    from epoch_gate.decision import Identities
+    from epoch_gate.testutil import Evidence, one_suite
+    from epoch_gate.tree import repository_url, reviewed_tree
     from epoch_gate.tree_test import written_tree
 
     base = git(repo, "rev-parse", "HEAD").strip()

@@ -102,24 +102,6 @@ def worst_by_id(*tables: Mapping[str, Observation]) -> dict[str, Observation]:
     return merged
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """One suite and the change: the repository-wide facts (`findings`, the changed and protected sets)
-    with the suite's own. A None changed set means it is unavailable."""
-
-    identities: Identities
-    changed: Optional[tuple[ChangedPath, ...]]
-    protected: ProtectedSet
-    replay: Optional[ReplayResult]
-    observations: tuple[Observation, ...]
-    freezes: tuple[Freeze, ...]
-    today: datetime.date
-    findings: tuple[Reason, ...] = ()
-    witness_paths: Mapping[str, str] = field(default_factory=dict)
-    expected: Optional[Expected] = None
-    suite: str = "suite"
-
-
 # The runner's own codes for a property it could not evaluate; any other is the predicate's error.
 _ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED,
                                      Code.REPLAY_FAILED)}
@@ -307,15 +289,4 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     for oid, freeze in sorted(valid.items()):
         reasons.append(Reason(Code.FREEZE_UNUSED, freeze.path, expected="a current flake", found=oid,
                               message="the freeze covers no flake of this replay: delete it"))
-    return Verdict(label_of(reasons), tuple(reasons))
-
-
-def decide(evidence: Evidence) -> Verdict:
-    """The verdict on a change judged with one suite: the repository's findings and changed set, then the
-    suite's own checks (judge_suite)."""
-    reasons = [*evidence.findings, *changed_reasons(evidence.changed, evidence.protected, evidence.findings)]
-    suite = judge_suite(SuiteEvidence(
-        evidence.suite, evidence.identities, evidence.replay, evidence.observations, evidence.freezes,
-        evidence.today, (), evidence.witness_paths, evidence.expected))
-    reasons.extend(suite.reasons)
     return Verdict(label_of(reasons), tuple(reasons))

@@ -1,4 +1,5 @@
-"""Every row of SPEC §4, and the four defects of the naive checker this design replaces."""
+"""The verdict's rules (docs/contract.md, "The verdict"), each through the one judgement (`judge.judge`), and
+the four defects of the naive checker this design replaces."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import pytest
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin
-from epoch_gate.decision import Evidence, Expected, Identities, Label, decide
+from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.hashing import canonical_json, canonical_sha256
 from epoch_gate.manifest import ALGORITHM, draw, manifest_body, sample
 from epoch_gate.observations import Observation, make_observation
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.testutil import Evidence, decide, witness_path
 
 TODAY = datetime.date(2026, 12, 2)
 IDS = Identities("e1", "a" * 64, "m" * 64, "w" * 64)
@@ -114,11 +116,10 @@ def test_manifest_whose_digest_matches_its_own_body_but_is_not_the_draw() -> Non
 
 def test_sampled_property_failed_is_closed_with_the_witness_path() -> None:
     failed = observation("refund_le_captured", status="fail")
-    ev = evidence(replay=replay(outcome_for(failed)), observations=(failed,),
-                  witness_paths={failed.id: f"dist/gate/observations/{failed.id}.bin"})
+    ev = evidence(replay=replay(outcome_for(failed)), observations=(failed,))
     reasons = decide(ev).reasons
     assert [r.code for r in reasons] == [Code.PROPERTY_FAILED]
-    assert reasons[0].path == f"dist/gate/observations/{failed.id}.bin"
+    assert reasons[0].path == witness_path(failed.id)
 
 
 def test_a_product_that_raises_fails_its_property() -> None:

@@ -18,12 +18,13 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.manifest import parse_manifest, sample
 from epoch_gate.changes import ChangedPath, ProtectedSet
 from epoch_gate.check import check_manifest, check_pin, check_replay
-from epoch_gate.decision import Evidence, Expected, Identities, Label, decide
+from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.observations import make_observation, parse_observation_files
 from epoch_gate.pin import Pin, PinnedFile
 from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.testutil import Evidence, decide
 
 settings.register_profile("ci", max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),
                           suppress_health_check=[HealthCheck.too_slow], deadline=None)

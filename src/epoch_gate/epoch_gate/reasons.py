@@ -66,7 +66,6 @@ class Code(enum.Enum):
     FREEZE_OBSERVATION_MISSING = "freeze-observation-missing"
     FREEZE_WRONG_EPOCH = "freeze-wrong-epoch"
     FREEZE_NOT_A_FLAKE = "freeze-not-a-flake"
-    FREEZE_WITNESS_INVALID = "freeze-witness-invalid"
     FREEZE_EXPIRED = "freeze-expired"
     FREEZE_CITES_TEST = "freeze-cites-test"
     # The gate's own output folder.

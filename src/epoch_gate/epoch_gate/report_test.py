@@ -5,35 +5,20 @@ import datetime
 import importlib.resources
 import json
 import re
-from typing import Optional
 
 import pytest
 
 from epoch_gate import report
 from epoch_gate.changes import ChangedPath, ProtectedSet
-from epoch_gate.check import ReplayEvidence
-from epoch_gate.decision import Evidence, Identities
-from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
+from epoch_gate.decision import Identities
 from epoch_gate.observations import make_observation
 from epoch_gate.oracle import OracleChange
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.testutil import Evidence, one_suite
 
 FLAKE = make_observation(suite="suite", epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
                          witness=b'{"id":1}', bound="retries", line=2, detail="predicate returned False")
-
-
-def one_suite(evidence: Evidence, base: Optional[str], oracle: tuple[OracleChange, ...] = ()) -> report.Report:
-    """The report `epoch_gate.judge` makes of one suite named "suite" and the change."""
-    played = tuple(o for o in evidence.observations if o.source == "replay")
-    change = ChangeFacts("local", base, evidence.changed, evidence.protected, (),
-                         tuple(o for o in evidence.observations if o.source == "archive"), evidence.freezes,
-                         evidence.today, "observations", "freezes", "dist/gate", evidence.findings)
-    suite = SuiteFacts(SuiteOracle("suite", "fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ()),
-                       evidence.identities, evidence.expected,
-                       ReplayEvidence(evidence.replay, played, {}, ()) if evidence.replay else None)
-    judged = judge(change, [suite], read_base=None, read_change=lambda path: None).report
-    return dataclasses.replace(judged, oracle_changes=oracle)
 
 
 def sample_report() -> report.Report:

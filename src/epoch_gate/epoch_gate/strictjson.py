@@ -99,10 +99,6 @@ def read_bytes(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> bytes
                    expected="a readable file", found="OSError") from None
 
 
-def load_file(path: Path, display: str, *, max_bytes: int = MAX_BYTES) -> Any:
-    return loads(read_bytes(path, display, max_bytes=max_bytes), display, max_bytes=max_bytes)
-
-
 def require_object(value: Any, path: str, fields: dict[str, type | tuple[type, ...]],
                    *, optional: dict[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
     """Checks that value is an object with exactly these fields (plus optional ones), of these types."""

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
