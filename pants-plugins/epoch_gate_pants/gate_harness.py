@@ -41,7 +41,9 @@ def bootstrapped(name: str, sha256: str) -> str:
         for candidate in sorted(glob.glob(os.path.join(root, "*", name))):
             if hashlib.sha256(Path(candidate).read_bytes()).hexdigest() == sha256:
                 return candidate
-    pytest.skip(f"no bootstrapped {name} (run ./pants once)")
+    # Fail, never skip: a goal test skipped for a missing tool is a test that cannot fail.
+    pytest.fail(f"no bootstrapped {name} with sha256 {sha256} under {' or '.join(r for r in roots if r)}: "
+                "run ./pants once, which provisions it")
 
 
 def jail_options() -> list[str]:

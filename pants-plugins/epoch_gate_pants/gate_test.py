@@ -62,7 +62,7 @@ def protected_paths(run: GateRun) -> list[str]:
 
 def assert_closed_with(run: GateRun, *expected: str) -> None:
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert set(expected) <= codes(run.report), (expected, codes(run.report))
+    assert codes(run.report) == set(expected), (expected, codes(run.report))
 
 
 def test_unrelated_change_is_eligible(repo: GateRepo) -> None:

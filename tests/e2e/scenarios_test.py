@@ -29,7 +29,7 @@ def judged(repo: Repo, base: str) -> GateRun:
 
 def assert_closed_with(run: GateRun, *codes: str) -> None:
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert set(codes) <= run.codes(), (codes, run.codes())
+    assert run.codes() == set(codes), (codes, run.codes())
 
 
 def test_unrelated_change_is_eligible(repo: Repo) -> None:

@@ -30,23 +30,28 @@ def test_written_observations_load(tmp_path: Path) -> None:
     assert reasons == [] and [o.id for o in observations] == [oid]
 
 
+RENAMED = "refund_le_captured-" + "0" * 24
+
+
 @pytest.mark.parametrize(
-    "tamper, code",
+    "tamper, code, file, kept",
     [
-        (lambda d, oid: (d / f"{oid}.bin").unlink(), Code.OBSERVATION_WITNESS_MISSING),
-        (lambda d, oid: (d / f"{oid}.bin").write_bytes(b"other"), Code.OBSERVATION_WITNESS_MISMATCH),
-        (lambda d, oid: (d / f"{oid}.json").write_bytes(b"{"), Code.ARTIFACT_MALFORMED),
-        (lambda d, oid: (d / f"{oid}.json").rename(d / ("refund_le_captured-" + "0" * 24 + ".json")),
-         Code.OBSERVATION_ID_MISMATCH),
-        (lambda d, oid: (d / "notes.txt").write_text("x"), Code.ARTIFACT_MALFORMED),
+        (lambda d, oid: (d / f"{oid}.bin").unlink(), Code.OBSERVATION_WITNESS_MISSING, "{oid}.json", False),
+        (lambda d, oid: (d / f"{oid}.bin").write_bytes(b"other"), Code.OBSERVATION_WITNESS_MISMATCH, "{oid}.json",
+         False),
+        (lambda d, oid: (d / f"{oid}.json").write_bytes(b"{"), Code.ARTIFACT_MALFORMED, "{oid}.json", False),
+        (lambda d, oid: (d / f"{oid}.json").rename(d / f"{RENAMED}.json"), Code.OBSERVATION_ID_MISMATCH,
+         f"{RENAMED}.json", False),
+        # A stray file is its own reason; the observation beside it still stands.
+        (lambda d, oid: (d / "notes.txt").write_text("x"), Code.ARTIFACT_MALFORMED, "notes.txt", True),
     ],
 )
-def test_tampered_evidence_is_a_reason(tmp_path: Path, tamper: object, code: Code) -> None:
+def test_tampered_evidence_is_a_reason(tmp_path: Path, tamper: object, code: Code, file: str, kept: bool) -> None:
     oid = write(tmp_path)
     tamper(tmp_path, oid)  # type: ignore[operator]
     observations, reasons = load_observations(tmp_path, "observations", "archive")
-    assert code in [r.code for r in reasons]
-    assert all(o.id != oid for o in observations) or code is Code.ARTIFACT_MALFORMED
+    assert [(r.code, r.path) for r in reasons] == [(code, "observations/" + file.format(oid=oid))]
+    assert [o.id for o in observations] == ([oid] if kept else [])
 
 
 def test_a_consistent_forgery_with_another_id_is_caught(tmp_path: Path) -> None:

@@ -117,7 +117,7 @@ def test_the_child_dies_with_its_runner(tmp_path: Path) -> None:
         try:  # gone, or a zombie no one reaps (a container's pid 1 may not)
             if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 return
-        except OSError:
+        except (FileNotFoundError, ProcessLookupError):  # gone (ESRCH: it died while being read)
             return
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
