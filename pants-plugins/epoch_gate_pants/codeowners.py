@@ -90,7 +90,7 @@ async def gate_codeowners(console: Console, options: CodeownersSubsystem, all_ta
             return GateCodeowners(exit_code=0)
     except EvidenceError as error:
         r = error.reason
-        console.print_stderr(f"refused [{r.code.value}] {r.path}: {r.message}\n  expected {r.expected}; found {r.found}")
+        console.print_stderr(f"refused {r.line()}\n  {r.comparison()}")
         return GateCodeowners(exit_code=1)
     for line in lines:
         console.print_stdout(line)

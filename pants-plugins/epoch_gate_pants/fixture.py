@@ -27,6 +27,7 @@ from pants.util.logging import LogLevel
 
 from epoch_gate.check import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate.text import last_line
 from epoch_gate.world import listing_sha256, record_counts
 from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
@@ -138,16 +139,15 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     if result.exit_code != 0:
-        tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         if request.seed is not None:  # the seed is named by its digest only, even in an echo of it
-            said = tail[0].replace(request.seed, "<seed>")[:300]
+            said = last_line(result.stderr.replace(request.seed.encode(), b"<seed>"))
             return FixtureWorld(result.output_digest, None, Reason(
                 Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
                 f"exit {result.exit_code}", f"the generator failed with --seed: {said}. Make it take "
                 "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`"))
         return FixtureWorld(result.output_digest, None, Reason(
             Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
-            f"the generator failed in its sandbox: {tail[0][:300]}"))
+            f"the generator failed in its sandbox: {last_line(result.stderr)}"))
     entries, contents = await MultiGet(Get(DigestEntries, Digest, result.output_digest),
                                        Get(DigestContents, Digest, result.output_digest))
     listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint

@@ -37,7 +37,7 @@ from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle,
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.text import printable
+from epoch_gate.text import last_line, printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.fixture import FixtureWorld
@@ -144,9 +144,8 @@ def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
         return None, [], None
     cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
     if run.result.exit_code != 0:
-        stderr = run.result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
-                             f"the replay did not evaluate: {stderr[0][:300]}")], cached
+                             f"the replay did not evaluate: {last_line(run.result.stderr)}")], cached
     return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
 
 

@@ -319,20 +319,19 @@ class SampledPropertiesTestRequest(TestRequest):
 def _summary(run: ReplayRun, files: dict[str, bytes]) -> tuple[int, str]:
     """(exit code, lines): the test passes only when every sampled property held on every record."""
     if run.result is None:
-        lines = [f"not replayed: [{r.code.value}] {r.path}: {r.message}" for r in run.reasons]
-        return 1, "\n".join(lines) + "\n"
+        return 1, "".join(f"not replayed: {r.line()}\n" for r in run.reasons)
     if run.result.exit_code != 0:
         return 1, run.result.stderr.decode("utf-8", "replace")
     evidence = check_replay(files, "replay")
     if evidence.result is None:
-        return 1, "\n".join(f"[{r.code.value}] {r.message}" for r in evidence.reasons) + "\n"
+        return 1, "".join(f"{r.line()}\n" for r in evidence.reasons)
     manifest = run.manifest.check.manifest
     expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records) \
         if manifest else None
     problems = (*evidence.reasons, *replay_problems(
         evidence.result, Identities(None, None, None, run.epoch.world.world_sha256), expected))
     lines = [p.summary() + (f": {p.detail}" if p.detail else "") for p in evidence.result.properties]
-    lines += [f"[{r.code.value}] {r.path}: {r.message}" for r in problems]
+    lines += [r.line() for r in problems]
     ok = all(p.outcome == "pass" for p in evidence.result.properties) and not problems
     return (0 if ok else 1), "\n".join(printable(line) for line in lines) + "\n"
 

@@ -70,7 +70,7 @@ async def _one(targets: Targets, kind: type[Target], goal: str, console: Console
 
 
 def _refused(console: Console, goal: str, r: Reason) -> None:
-    console.print_stderr(f"{goal}: refused [{r.code.value}] {r.path}: {r.message}")
+    console.print_stderr(f"{goal}: refused {r.line()}")
     if r.expected or r.found:
         console.print_stderr(f"  expected {r.expected or '-'}; found {r.found or '-'}")
 

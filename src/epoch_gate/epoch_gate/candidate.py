@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from epoch_gate.changes import STATUS_NAMES, ChangedPath, check_trusted, commit_of, git_text, run_git
 from epoch_gate.reasons import Code, fail
-from epoch_gate.text import from_os
+from epoch_gate.text import from_os, last_line
 from epoch_gate.tree import ReviewedTree
 
 REGULAR_MODES = ("100644", "100755")
@@ -110,9 +110,8 @@ def _merged_tree(root: Path, head: str, commit: str) -> str:
                    f"the judge's commit {head[:12]}: rebase it on the trusted ref", expected="a clean merge",
                    found="conflicts")
     if done.returncode != 0 or len(first) != 40:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git cannot merge the candidate without a checkout "
-                   f"(`git merge-tree --write-tree` needs git 2.38 or later): {message[-1] if message else ''}",
+                   f"(`git merge-tree --write-tree` needs git 2.38 or later): {last_line(done.stderr)}",
                    expected="a merged tree", found=f"exit {done.returncode}")
     return first
 

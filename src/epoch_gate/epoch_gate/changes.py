@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from epoch_gate.reasons import Code, Reason, fail
-from epoch_gate.text import from_os
+from epoch_gate.text import from_os, last_line
 
 # git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
 # old path of a moved file is seen too.
@@ -95,8 +95,7 @@ def run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
 def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
     done = run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
     if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {message[-1] if message else ''}",
+        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {last_line(done.stderr)}",
                    expected="exit 0", found=f"exit {done.returncode}")
     return done.stdout.decode("utf-8", "surrogateescape")
 

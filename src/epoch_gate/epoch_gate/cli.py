@@ -25,13 +25,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _print_reason_error(error: Exception) -> int:
     from epoch_gate.reasons import EvidenceError
-    from epoch_gate.text import printable
 
     if isinstance(error, EvidenceError):
         r = error.reason
-        print(printable(f"refused [{r.code.value}] {r.path}: {r.message}"), file=sys.stderr)
+        print(f"refused {r.line()}", file=sys.stderr)
         if r.expected or r.found:
-            print(printable(f"  expected {r.expected or '-'}; found {r.found or '-'}"), file=sys.stderr)
+            print(f"  {r.comparison()}", file=sys.stderr)
         return 1
     raise error
 
@@ -95,13 +94,15 @@ def cmd_annotations(args: argparse.Namespace) -> int:
     import json
 
     from epoch_gate.annotations import Style, lines
+    from epoch_gate.reasons import Code, Reason
 
     try:
         value = json.loads(Path(args.report).read_bytes())
         if not isinstance(value, dict) or not isinstance(value.get("reasons"), list):
             raise ValueError("no reasons list")
     except (OSError, ValueError) as exc:
-        print(f"refused [artifact-malformed] {args.report}: not a readable report.json ({exc})", file=sys.stderr)
+        unreadable = Reason(Code.ARTIFACT_MALFORMED, args.report, "", "", f"not a readable report.json ({exc})")
+        print(f"refused {unreadable.line()}", file=sys.stderr)
         return 1
     for line in lines(value, Style(args.format)):
         print(line)

@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from epoch_gate.text import last_line
+
 # The tools, as the caller places them in the sandbox.
 TOOLS_DIR = "__isolation"
 BWRAP = f"{TOOLS_DIR}/bwrap"
@@ -224,8 +226,8 @@ def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, cloc
     added to a failure: it is usually the cause."""
     cause = f"; {restriction}" if restriction else ""
     if exit_code != 0:
-        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: {tail[0][:200]}){cause}")
+        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: "
+                              f"{last_line(stderr, 200)}){cause}")
     try:
         report = json.loads(stdout.decode("utf-8"))
         tree, interfaces, clock, child = report["tree"], report["interfaces"], report["clock"], report["child"]

@@ -21,6 +21,7 @@ from epoch_gate.hashing import sha256_bytes
 from epoch_gate.manifest import Manifest, parse_manifest
 from epoch_gate.pin import Pin, parse_pin
 from epoch_gate.reasons import Code, EvidenceError, fail
+from epoch_gate.text import last_line
 
 # A path's bytes on one side of the change, or None where the file does not exist there.
 Reader = Callable[[str], Optional[bytes]]
@@ -220,8 +221,8 @@ def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
     except ValueError:
         result = None
     if not isinstance(result, dict):
-        last = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
-        raise _malformed(path, f"the predicate module's parser failed (exit {done.returncode}): {last}",
+        raise _malformed(path, f"the predicate module's parser failed (exit {done.returncode}): "
+                               f"{last_line(done.stderr, 200)}",
                          f"exit {done.returncode}")
     if "unparsable" in result:
         return {}, [f"unparsable {sha256_bytes(source)}"]

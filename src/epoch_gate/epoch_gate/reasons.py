@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from epoch_gate.text import printable
+
 
 class Severity(enum.Enum):
     CLOSED = "closed"
@@ -86,6 +88,14 @@ class Reason:
     expected: str
     found: str
     message: str
+
+    def line(self) -> str:
+        """`[code] path: message` on one printable line: how every printer shows a reason."""
+        return printable(f"[{self.code.value}] {self.path}: {self.message}")
+
+    def comparison(self) -> str:
+        """`expected ...; found ...` on one printable line ("-" for either left empty)."""
+        return printable(f"expected {self.expected or '-'}; found {self.found or '-'}")
 
     def to_json(self) -> dict[str, str]:
         return {

@@ -132,9 +132,9 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
 
 
 def _reason_lines(reason: Reason, indent: str) -> list[str]:
-    lines = [f"{indent}{reason.code.severity.value:<6}    [{reason.code.value}] {reason.path}: {reason.message}"]
+    lines = [f"{indent}{reason.code.severity.value:<6}    {reason.line()}"]
     if reason.expected or reason.found:
-        lines.append(f"{indent}            expected {reason.expected or '-'}; found {reason.found or '-'}")
+        lines.append(f"{indent}            {reason.comparison()}")
     return lines
 
 

@@ -1,5 +1,5 @@
 """Text the gate did not write (paths from git and the disk, the change's own strings), made safe to
-encode (`from_os`) and to print or render on one line (`printable`).
+encode (`from_os`) and to print or render on one line (`printable`, `last_line`).
 
 Every path from git or the disk enters the core through `from_os`; every line the gate prints, and every
 cell of report.md, goes through `printable`.
@@ -49,6 +49,13 @@ def printable(value: str) -> str:
     reads `::` at the start of a stdout line as a workflow command) and ESC or U+202E would hide text.
     """
     return _UNPRINTABLE.sub(_visible, from_os(value))
+
+
+def last_line(stderr: bytes, limit: int = 300) -> str:
+    """A process's last line of stderr, where it names its cause, printable and at most `limit` characters
+    ("" when it wrote none)."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return printable(lines[-1].strip()[:limit]) if lines else ""
 
 
 def json_safe(value: Any) -> Any:

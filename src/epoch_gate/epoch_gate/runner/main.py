@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
 from epoch_gate.manifest import load_manifest
-from epoch_gate.reasons import Code, EvidenceError
+from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
 from epoch_gate.runner.channel import ChildFailed
@@ -71,15 +71,14 @@ def run_replay(args: argparse.Namespace) -> int:
                             child=child, max_witnesses=args.max_witnesses)
     except EvidenceError as error:
         r = error.reason
-        print(printable(f"refused [{r.code.value}] {r.path}: {r.message}"), file=sys.stderr)
-        print(printable(f"  expected {r.expected or '-'}; found {r.found or '-'}"), file=sys.stderr)
+        print(f"refused {r.line()}\n  {r.comparison()}", file=sys.stderr)
         return 1
     except ChildFailed as failed:  # what the child started would not end: no output may be written
-        print(printable(f"refused [{failed.code.value}] {args.suite}: {failed.detail}"), file=sys.stderr)
+        print(f"refused {Reason(failed.code, args.suite, '', '', failed.detail).line()}", file=sys.stderr)
         return 1
     except OSError as error:  # the child (or its jail's bubblewrap) could not be started at all
-        print(printable(f"refused [{Code.REPLAY_FAILED.value}] {args.suite}: the replay's child could not start: "
-                        f"{error}"), file=sys.stderr)
+        why = Reason(Code.REPLAY_FAILED, args.suite, "", "", f"the replay's child could not start: {error}")
+        print(f"refused {why.line()}", file=sys.stderr)
         return 1
     for prop in result.properties:
         print(printable(f"{prop.summary()} {prop.detail}".rstrip()))
