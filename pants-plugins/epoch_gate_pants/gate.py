@@ -17,7 +17,6 @@ from pants.engine.env_vars import CompleteEnvironmentVars
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, PathGlobs, Workspace
 from pants.engine.goal import Goal
 from pants.engine.internals.session import RunId
-from pants.engine.process import ProcessResultMetadata
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
 from pants.engine.target import AllTargets, Targets
 from pants.util.logging import LogLevel
@@ -28,19 +27,18 @@ from epoch_gate import annotations, attestation, held_out, report
 from epoch_gate.buildfiles import build_file_problems
 from epoch_gate.candidate import files_at, open_candidate
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
-from epoch_gate.check import ReplayEvidence, check_replay
-from epoch_gate.decision import Expected, Identities
+from epoch_gate.decision import Identities
 from epoch_gate.folders import output_folder
 from epoch_gate.freezes import parse_freeze_files
-from epoch_gate.held_out import LOCAL, HeldOut, Key
+from epoch_gate.held_out import LOCAL, Key
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import parse_observation_files
 from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.text import last_line, printable
+from epoch_gate.text import printable
 from epoch_gate.tree import reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
-from epoch_gate_pants.fixture import FixtureWorld
+from epoch_gate_pants.facts import held_out_facts, replay_facts
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -137,64 +135,14 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
                  tuple(zip(held_runs, outputs[len(runs):])), tuple(not_drawn))
 
 
-def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
-              what: str = "replay") -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
-    """A replay run's checked output, why it has none, and whether it came from a cache."""
-    if run.result is None:
-        return None, [], None
-    cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
-    if run.result.exit_code != 0:
-        return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
-                             f"the replay did not evaluate: {last_line(run.result.stderr)}")], cached
-    return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
-
-
 def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
            run_id: RunId, held: HeldOutFacts) -> SuiteFacts:
-    """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
+    """One suite's facts: from its replay run, or the reason it has none."""
     if run is None or suite.oracle is None:
         oracle = suite.oracle or SuiteOracle(str(suite.address), "", "", "", ())
         return SuiteFacts(oracle, Identities(None, None, None, isolation=isolation), None, None,
                           (suite.problem,) if suite.problem else (), held_out=held)
-    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
-    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256, isolation)
-    replay, failed, cached = _replayed(run, contents, run_id)
-    return SuiteFacts(suite.oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed),
-                      cached, held)
-
-
-def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
-    manifest = run.manifest.check.manifest
-    if manifest is None or world.world_sha256 is None:
-        return None
-    return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
-
-
-def _held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str, isolation: str,
-                    run_id: RunId) -> HeldOutFacts:
-    """A suite's held-out draw as the judge reads it: its world and replay, or why none was drawn."""
-    if found is None:
-        return HeldOutFacts(HeldOut(False, why))
-    run, contents = found
-    if run.held_out is None:  # the pin or the pinned world cannot be read: closed for that already
-        return HeldOutFacts(HeldOut(False, "no epoch to draw for: the suite's pin or world cannot be read"))
-    seed_digest, world = run.held_out.seed_sha256, run.held_out.world
-    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
-    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None, world.world_sha256, isolation)
-    replay, failed, cached = None, list(run.refusals), None
-    if world.failure is None:
-        replay, not_run, cached = _replayed(run, contents, run_id, "held-out replay")
-        failed += not_run
-        if world.world_sha256 == run.epoch.world.world_sha256:
-            failed.append(Reason(Code.HELD_OUT_UNAVAILABLE, run.epoch.files.generator_path,
-                                 "a world other than the pinned one from --seed", f"the pinned world {world.world_sha256}",
-                                 "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
-                                 "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`"))
-    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256,
-                     records=tuple(sorted(world.records.items())), cached=cached)
-    return HeldOutFacts(status, identities, _expected(run, world), replay, tuple(failed))
+    return replay_facts(suite.oracle, run, contents, isolation, run_id, held)
 
 
 def _held_out_key(gate: GateSubsystem, environment: CompleteEnvironmentVars) -> tuple[Optional[bytes], Optional[Reason]]:
@@ -280,7 +228,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
-    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, _held_out_facts(
+    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, held_out_facts(
                  held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))
              for s in repository.in_scope]
 

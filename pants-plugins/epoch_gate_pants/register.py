@@ -5,7 +5,7 @@ the suites' `fixture` and `manifest` fields as inferred dependency edges."""
 from __future__ import annotations
 
 from epoch_gate_pants import (candidate, codeowners, edges, fixture, gate, isolation, protected, replay, reviewer, runner,
-                              suite, tailor)
+                              sampled_tests, suite, tailor)
 from epoch_gate_pants.target_types import target_types as _target_types
 
 
@@ -15,4 +15,5 @@ def target_types() -> list:
 
 def rules() -> list:
     return [*candidate.rules(), *codeowners.rules(), *edges.rules(), *fixture.rules(), *gate.rules(), *isolation.rules(),
-            *protected.rules(), *replay.rules(), *reviewer.rules(), *runner.rules(), *suite.rules(), *tailor.rules()]
+            *protected.rules(), *replay.rules(), *reviewer.rules(), *runner.rules(), *sampled_tests.rules(),
+            *suite.rules(), *tailor.rules()]

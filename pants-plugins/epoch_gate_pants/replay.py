@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, Optional
+from typing import Optional
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -16,16 +16,13 @@ from pants.backend.python.util_rules.python_sources import (
     StrippedPythonSourceFiles,
 )
 from pants.base.build_root import BuildRoot
-from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
 from pants.engine.addresses import Address
 from pants.engine.fs import (
     EMPTY_DIGEST,
-    EMPTY_FILE_DIGEST,
     AddPrefix,
     Digest,
-    DigestContents,
     DigestSubset,
     MergeDigests,
     PathGlobs,
@@ -40,14 +37,11 @@ from pants.util.logging import LogLevel
 
 from epoch_gate import held_out as epoch_gate_held_out
 from epoch_gate import runner as epoch_gate_runner
-from epoch_gate.check import check_replay
-from epoch_gate.decision import Expected, Identities, replay_problems
 from epoch_gate.isolation import TOOLS_DIR
 from epoch_gate.modules import module_name, shadowing, top_level, unowned_predicates
 from epoch_gate.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.requirements import UNPACKED
-from epoch_gate.text import printable
 from epoch_gate_pants.candidate import RUNNER_PACKAGE, CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.fixture import (
@@ -64,8 +58,6 @@ from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import (
     PropertyManifestPredicatesField,
-    SampledPropertiesFixtureField,
-    SampledPropertiesManifestField,
     SampledPropertiesMaxWitnessesField,
 )
 
@@ -307,56 +299,5 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     return ReplayRun(request.address, epoch, manifest, result, output, held_out=held_out)
 
 
-class SampledPropertiesFieldSet(TestFieldSet):
-    required_fields = (SampledPropertiesFixtureField, SampledPropertiesManifestField)
-
-
-class SampledPropertiesTestRequest(TestRequest):
-    tool_subsystem = SampledPropertiesSubsystem
-    field_set_type = SampledPropertiesFieldSet
-
-
-def _summary(run: ReplayRun, files: dict[str, bytes]) -> tuple[int, str]:
-    """(exit code, lines): the test passes only when every sampled property held on every record."""
-    if run.result is None:
-        return 1, "".join(f"not replayed: {r.line()}\n" for r in run.reasons)
-    if run.result.exit_code != 0:
-        return 1, run.result.stderr.decode("utf-8", "replace")
-    evidence = check_replay(files, "replay")
-    if evidence.result is None:
-        return 1, "".join(f"{r.line()}\n" for r in evidence.reasons)
-    manifest = run.manifest.check.manifest
-    expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), run.epoch.world.records) \
-        if manifest else None
-    problems = (*evidence.reasons, *replay_problems(
-        evidence.result, Identities(None, None, None, run.epoch.world.world_sha256), expected))
-    lines = [p.summary() + (f": {p.detail}" if p.detail else "") for p in evidence.result.properties]
-    lines += [r.line() for r in problems]
-    ok = all(p.outcome == "pass" for p in evidence.result.properties) and not problems
-    return (0 if ok else 1), "\n".join(printable(line) for line in lines) + "\n"
-
-
-
-@rule(desc="Test sampled properties", level=LogLevel.DEBUG)
-async def run_sampled_properties(
-    batch: SampledPropertiesTestRequest.Batch[SampledPropertiesFieldSet, Any], test_subsystem: TestSubsystem
-) -> TestResult:
-    field_set = batch.single_element
-    run = await Get(ReplayRun, ReplayRequest(field_set.address, force=test_subsystem.force))
-    contents = await Get(DigestContents, Digest, run.output)
-    exit_code, report = _summary(run, {c.path: c.content for c in contents})
-    result = run.result
-    return TestResult(
-        exit_code=exit_code,
-        stdout=report,
-        stdout_digest=result.stdout_digest if result else EMPTY_FILE_DIGEST,
-        stderr=result.stderr.decode("utf-8", "replace") if result else "",
-        stderr_digest=result.stderr_digest if result else EMPTY_FILE_DIGEST,
-        addresses=(field_set.address,),
-        output_setting=test_subsystem.output,
-        result_metadata=result.metadata if result else None,
-    )
-
-
 def rules() -> list:
-    return [*collect_rules(), *SampledPropertiesTestRequest.rules()]
+    return collect_rules()

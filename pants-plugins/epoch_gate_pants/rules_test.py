@@ -26,12 +26,8 @@ from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureWorld
 from epoch_gate_pants.gate_harness import BWRAP_SHA, GENERATOR, bootstrapped, configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.protected import ProtectedPaths
-from epoch_gate_pants.replay import (
-    ReplayRequest,
-    ReplayRun,
-    SampledPropertiesFieldSet,
-    SampledPropertiesTestRequest,
-)
+from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.sampled_tests import SampledPropertiesFieldSet, SampledPropertiesTestRequest
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
 
 PREDICATES = """
@@ -356,6 +352,7 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     result = rule_runner.request(TestResult, [SampledPropertiesTestRequest.Batch(
         "", (SampledPropertiesFieldSet.create(target),), None)])
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
+    assert "\n[property-failed] refund_le_captured-" in result.stdout, result.stdout  # by id: no witness folder
 
 
 def candidate_files(runner: RuleRunner, files: dict[str, str],

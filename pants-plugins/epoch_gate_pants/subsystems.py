@@ -22,8 +22,9 @@ class GateSubsystem(GoalSubsystem):
         Decide whether the change is merge-eligible: `eligible` (exit 0) only when the fixture epoch
         pin, the property-manifest digest and the witness digest of every flake freeze agree; `closed`
         (exit 1) when anything does not; `hold` (exit 2) when every remaining flake is covered by a
-        valid freeze. Writes `report.json`, `report.md`, the witnesses and an unsigned in-toto
-        Statement of the verdict (`statement.intoto.json`) under `dist/gate/`.
+        valid freeze. Writes `report.json`, `report.md` and the witnesses under `dist/gate/`, and in
+        trusted mode (`--gate-candidate`) an unsigned in-toto Statement of the verdict
+        (`statement.intoto.json`); a local verdict is advisory and attests nothing.
         """
     )
 
@@ -71,7 +72,7 @@ class GateSubsystem(GoalSubsystem):
             (`refs/remotes/origin/main`, not `origin/main`): a short name resolves through
             `refs/tags/` first, so a pushed tag could stand in for the branch; a short name is refused.
             Name remote-tracking refs that CI fetches from the server, not local branches a change could
-            move. An empty list turns the check off.
+            move. An empty list turns the check off, which is unsafe: any base is then reviewed history.
             """
         ),
     )
@@ -165,7 +166,8 @@ class GateSubsystem(GoalSubsystem):
     )
     today = StrOption(
         default=None,
-        help="The ISO date freezes expire against (default: today in UTC). Set it to replay a past verdict.",
+        help="The ISO date freezes expire against (default: today in UTC). Set it only to replay a past "
+             "verdict: a date in the past is unsafe, since it revives expired freezes.",
     )
     annotations = EnumOption(
         default=Style.NONE,

@@ -1,5 +1,6 @@
-"""What only the real `./pants` shows of SPEC §4: the scenario table itself runs as goal tests
-(pants-plugins/epoch_gate_pants/gate_test.py, the gate goal in a RuleRunner over a git repository). Here:
+"""What only the real `./pants` shows of the verdict's scenarios (docs/contract.md): the table itself runs
+as goal tests (pants-plugins/epoch_gate_pants/gate_test.py, the gate goal in a RuleRunner over a git
+repository). Here:
 the verdict and console of a real run, the gate's own code and `pants.toml` as Pants loads them, and
 `--changed-since` as Pants itself resolves it. Each change is committed on a branch of a temporary copy
 of this repository and judged by the real `./pants --changed-since=<base> gate`."""

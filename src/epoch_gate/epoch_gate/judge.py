@@ -154,7 +154,10 @@ def _oracle_changes(change: ChangeFacts, oracles: Sequence[SuiteOracle], read_ba
     return tuple(found)
 
 
-def _judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapping[str, bytes]]:
+def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapping[str, bytes]]:
+    """One suite's verdict and report, and the witnesses its replays wrote (`judge` over each suite; `pants
+    test` over the one it runs). Witnesses are named by their path under `change.out`, or by their id when
+    there is none."""
     replay, held = suite.replay, suite.held_out
     replays = [r for r in (replay, held.replay) if r is not None]
     archived = tuple(o for o in change.archive if o.suite == suite.address)
@@ -171,7 +174,8 @@ def _judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Map
         observations=pinned, freezes=tuple(f for f in change.freezes if f.suite == suite.address),
         today=change.today,
         findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
-        witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids}, expected=suite.expected,
+        witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids} if change.out else {},
+        expected=suite.expected,
         held_out=held_evidence))
     shown = worst_by_id(by_id(pinned), by_id(held_evidence.observations if held_evidence else ()))
     return (SuiteReport(suite.address, verdict, suite.identities, replay.result if replay else None,
@@ -200,7 +204,7 @@ def judge(change: ChangeFacts, suites: Sequence[SuiteFacts], *, read_base: Optio
     reasons += _duplicate_epochs(suites)
     reasons += _stray_freezes(change.freezes, {o.address for o in change.oracles} | {s.address for s in suites})
 
-    judged = [_judge_one(suite, change) for suite in sorted(suites, key=lambda s: s.address)]
+    judged = [judge_one(suite, change) for suite in sorted(suites, key=lambda s: s.address)]
     reports = tuple(r for r, _ in judged)
     labels = [label_of(reasons), *(r.verdict.label for r in reports)]
     verdict = Verdict(min(labels, key=lambda label: label.rank), tuple(reasons))

@@ -1,0 +1,75 @@
+"""A suite's facts as the judge reads them (`epoch_gate.judge.SuiteFacts`), from its replay runs: what
+`pants gate` judges every suite with, and `pants test` one."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pants.engine.fs import DigestContents
+from pants.engine.internals.session import RunId
+from pants.engine.process import ProcessResultMetadata
+
+from epoch_gate.check import ReplayEvidence, check_replay
+from epoch_gate.decision import Expected, Identities
+from epoch_gate.held_out import LOCAL, HeldOut
+from epoch_gate.judge import HeldOutFacts, SuiteFacts, SuiteOracle
+from epoch_gate.reasons import Code, Reason
+from epoch_gate.text import last_line
+from epoch_gate_pants.fixture import FixtureWorld
+from epoch_gate_pants.replay import ReplayRun
+
+
+def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
+              what: str = "replay") -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
+    """A replay run's checked output, why it has none, and whether it came from a cache."""
+    if run.result is None:
+        return None, [], None
+    cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
+    if run.result.exit_code != 0:
+        return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
+                             f"the replay did not evaluate: {last_line(run.result.stderr)}")], cached
+    return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
+
+
+def replay_facts(oracle: SuiteOracle, run: ReplayRun, contents: Optional[DigestContents], isolation: str,
+                 run_id: RunId, held: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))) -> SuiteFacts:
+    """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
+    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
+    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                            manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256, isolation)
+    replay, failed, cached = _replayed(run, contents, run_id)
+    return SuiteFacts(oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed),
+                      cached, held)
+
+
+def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
+    manifest = run.manifest.check.manifest
+    if manifest is None or world.world_sha256 is None:
+        return None
+    return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
+
+
+def held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str, isolation: str,
+                    run_id: RunId) -> HeldOutFacts:
+    """A suite's held-out draw as the judge reads it: its world and replay, or why none was drawn."""
+    if found is None:
+        return HeldOutFacts(HeldOut(False, why))
+    run, contents = found
+    if run.held_out is None:  # the pin or the pinned world cannot be read: closed for that already
+        return HeldOutFacts(HeldOut(False, "no epoch to draw for: the suite's pin or world cannot be read"))
+    seed_digest, world = run.held_out.seed_sha256, run.held_out.world
+    pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
+    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
+                            manifest.manifest_sha256 if manifest else None, world.world_sha256, isolation)
+    replay, failed, cached = None, list(run.refusals), None
+    if world.failure is None:
+        replay, not_run, cached = _replayed(run, contents, run_id, "held-out replay")
+        failed += not_run
+        if world.world_sha256 == run.epoch.world.world_sha256:
+            failed.append(Reason(Code.HELD_OUT_UNAVAILABLE, run.epoch.files.generator_path,
+                                 "a world other than the pinned one from --seed", f"the pinned world {world.world_sha256}",
+                                 "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
+                                 "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`"))
+    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256,
+                     records=tuple(sorted(world.records.items())), cached=cached)
+    return HeldOutFacts(status, identities, _expected(run, world), replay, tuple(failed))
