@@ -135,7 +135,7 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
     result = await Get(FallibleProcessResult, Process(
         argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
         description=f"Generate the {'held-out' if request.seed else 'fixture'} world of {request.address}",
-        level=LogLevel.DEBUG,
+        level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     if result.exit_code != 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Optional
+from typing import Optional, Union
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -162,9 +162,178 @@ def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
             if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}/{stripped}")}
 
 
+@dataclass(frozen=True)
+class ReplaySourcesRequest:
+    """The suite's code and predicates, to place in its replay's sandbox: from its transitive targets,
+    or in trusted mode the oracle's from them and the rest from the candidate's files."""
+
+    address: Address
+    closure: tuple[Target, ...]
+    predicates: PropertyManifestPredicatesField
+    manifest: ManifestFiles
+    candidate: Optional[CandidateFiles]
+
+
+@dataclass(frozen=True)
+class ReplaySources:
+    """What the replay ships besides the world, the manifest and the runner, or why it may not run."""
+
+    code: Digest  # the code under test and the oracle's packages, source roots stripped
+    predicates: Digest
+    names: tuple[str, ...]  # the sandbox's top-level names (the stand-ins' too)
+    oracle: tuple[str, ...]  # the oracle's top-level names: the parent imports only these
+    refusals: tuple[Reason, ...] = ()
+
+
+def _placements(unstripped: PythonSourceFiles, predicate_roots: SourceRootsResult,
+                build_root: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(every file's place in the merged sandbox, the predicates' places, the oracle's top-level names to
+    their packages), worked out before Pants merges the source roots: a path placed twice with other
+    bytes would fail that merge, and a path or module provided twice, a file landing on the runner's
+    package, a folder of the gate's or the oracle's own package, must be refused before anything runs."""
+    predicate_places = {str(path): strip_root(str(path), [root.path])[1]
+                        for path, root in predicate_roots.path_to_root.items()}
+    placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
+    placed.update(predicate_places)
+    placed = _without_runner(placed, build_root)
+    oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
+              for path, stripped in predicate_places.items()}
+    return placed, predicate_places, oracle
+
+
+async def _candidate_code(candidate: CandidateFiles, unstripped: PythonSourceFiles, placed: dict[str, str],
+                          oracle: dict[str, str]) -> tuple[dict[str, str], CandidateClosure]:
+    """Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
+    from the candidate's files; nothing of the working tree's product. The predicates call the product by
+    name, not by import: the candidate's code ships from the modules the suite depends on in the trusted
+    build graph, and whatever they import."""
+    oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
+    oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
+                                                   PathGlobs(sorted(oracle_placed))))
+    product = tuple(sorted({name for name in map(module_name, placed.values())
+                            if name is not None and name.split(".")[0] not in oracle}))
+    reached = await Get(CandidateClosure, CandidateClosureRequest(
+        candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
+    return oracle_placed, reached
+
+
+async def _shipped_code(stripped: StrippedPythonSourceFiles, oracle_placed: Optional[dict[str, str]],
+                        reached: Optional[CandidateClosure]) -> Digest:
+    """The code the sandbox holds: the suite's (or the oracle's and the candidate's), without anything
+    under the runner's package, which past the shadowing check is the gate's own."""
+    digest = stripped.stripped_source_files.snapshot.digest
+    if oracle_placed is not None and reached is not None:
+        oracle_code = await Get(Digest, DigestSubset(digest, PathGlobs(sorted(oracle_placed.values()))))
+        digest = await Get(Digest, MergeDigests([oracle_code, reached.stripped]))
+    return await Get(Digest, DigestSubset(digest, PathGlobs(["**", f"!{RUNNER_PACKAGE}/**"])))
+
+
+@rule(desc="Place a suite's code and predicates for its replay", level=LogLevel.DEBUG)
+async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -> ReplaySources:
+    unstripped, predicate_sources = await MultiGet(
+        Get(PythonSourceFiles, PythonSourceFilesRequest(request.closure)),
+        Get(SourceFiles, SourceFilesRequest([request.predicates])),
+    )
+    predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
+    placed, predicate_places, oracle = _placements(unstripped, predicate_roots, build_root.path)
+    oracle_placed: Optional[dict[str, str]] = None
+    reached: Optional[CandidateClosure] = None
+    if request.candidate is not None:
+        oracle_placed, reached = await _candidate_code(request.candidate, unstripped, placed, oracle)
+        placed = {**oracle_placed, **dict(reached.places)}
+    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
+                TOOLS_DIR)
+    refusals = (*(reached.refusals if reached else ()), *shadowing(placed, reserved, oracle),
+                *unowned_predicates(request.manifest.check.catalog, predicate_places.values(),
+                                    request.manifest.catalog_path))
+    if refusals:
+        return ReplaySources(EMPTY_DIGEST, EMPTY_DIGEST, (), (), tuple(refusals))
+    stripped, predicates = await MultiGet(Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
+                                          Get(StrippedSourceFiles, SourceFiles, predicate_sources))
+    code = await _shipped_code(stripped, oracle_placed, reached)
+    # The stand-ins' names too: the child imports a stand-in (and so ends) where it would miss the module.
+    names = {top_level(path) for path in (*placed.values(), *(reached.stand_ins if reached else ()))}
+    return ReplaySources(code, predicates.snapshot.digest, tuple(sorted(names)), tuple(sorted(oracle)))
+
+
+async def _requirements(address: Address) -> Union[tuple[Digest, tuple[str, ...]], Reason]:
+    """The suite's third-party requirements (wheels only, `[python].resolves_to_only_binary`: one that
+    needs a build fails here), unpacked under REQUIREMENTS_DIR, and their import path entries."""
+    try:
+        requirements = await Get(Pex, RequirementsPexRequest([address]))
+    except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
+        return Reason(
+            Code.REQUIREMENTS_UNAVAILABLE, str(address), "the suite's third-party requirements from its "
+            "resolve's lockfile, as wheels", failure_line(error),
+            "the replay's third-party requirements could not be resolved: regenerate the lockfile "
+            "(`pants generate-lockfiles`), with wheels for every requirement")
+    digest = await Get(Digest, AddPrefix(requirements.digest, REQUIREMENTS_DIR))
+    return digest, await _requirement_paths(digest)
+
+
+async def _manifest_only(manifest: ManifestFiles) -> tuple[Digest, str]:
+    """The manifest alone under MANIFEST_DIR, and its path there."""
+    name = manifest.manifest_path.rsplit("/", 1)[-1]
+    folder = manifest.manifest_path[: -len(name)].rstrip("/")
+    digest = await Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path])))
+    if folder:
+        digest = await Get(Digest, RemovePrefix(digest, folder))
+    return await Get(Digest, AddPrefix(digest, MANIFEST_DIR)), f"{MANIFEST_DIR}/{name}"
+
+
+async def _world(request: ReplayRequest, fixture: Address, epoch: EpochCheck,
+                 epoch_id: str) -> tuple[FixtureWorld, Optional[HeldOutWorld]]:
+    """The world to replay over: the pinned one, or the one the generator draws from this suite's seed."""
+    if request.held_out_key is None:
+        return epoch.world, None
+    seed = epoch_gate_held_out.seed(request.held_out_key, str(request.address), epoch_id)
+    world = await Get(FixtureWorld, FixtureWorldRequest(fixture, seed))
+    return world, HeldOutWorld(epoch_gate_held_out.seed_sha256(seed), world)
+
+
+async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, manifest: ManifestFiles,
+                          world: FixtureWorld, held_out: bool, sources: ReplaySources, python: str, jail: Jail,
+                          runner: CoreRunner, options: SampledPropertiesSubsystem) -> Union[Process, Reason]:
+    """The replay's process, or why its third-party requirements cannot ship."""
+    properties = manifest.check.manifest.properties if manifest.check.manifest else ()
+    requirements = await _requirements(request.address)
+    if isinstance(requirements, Reason):
+        return requirements
+    requirements_digest, requirement_paths = requirements
+    manifest_digest, manifest_path = await _manifest_only(manifest)
+    # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
+    # and the runner: the cache key.
+    sandbox = await Get(Digest, MergeDigests([
+        runner.digest, sources.code, sources.predicates, world.digest, manifest_digest, requirements_digest,
+        jail.tools,
+    ]))
+    argv, env = jail.wrap(
+        [python, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
+         "--manifest", manifest_path, "--world", WORLD_DIR, "--suite", str(request.address),
+         "--epoch-id", epoch_id, "--out", REPLAY_DIR,
+         "--max-witnesses", str(suite.target[SampledPropertiesMaxWitnessesField].value),
+         "--sandbox-names", ",".join(sources.names), "--oracle-names", ",".join(sources.oracle),
+         *(f"--child-path={path}" for path in requirement_paths),
+         *jail.child_arguments(options.child_limits)],
+        dict(HERMETIC_ENV))
+    return Process(
+        argv=argv,
+        input_digest=sandbox,
+        output_directories=(REPLAY_DIR,),
+        env=env,
+        description=f"Replay {len(properties)} sampled properties of {request.address} over "
+                    f"{sum(world.records.get(b, 0) for b in {p.bound for p in properties}):,} records of "
+                    f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
+        level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
+        timeout_seconds=options.timeout,
+        cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
+        remote_cache_speculation_delay_millis=options.speculation_delay_millis,
+    )
+
+
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
-                                    options: SampledPropertiesSubsystem, build_root: BuildRoot) -> ReplayRun:
+                                    options: SampledPropertiesSubsystem) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     if suite.problem is not None or suite.fixture is None or suite.manifest is None:
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
@@ -178,123 +347,35 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     pin, parsed = epoch.pin.pin, manifest.check.manifest
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
-    world, held_out = epoch.world, None
-    if request.held_out_key is not None:
-        seed = epoch_gate_held_out.seed(request.held_out_key, str(request.address), pin.epoch_id)
-        world = await Get(FixtureWorld, FixtureWorldRequest(suite.fixture.address, seed))
-        held_out = HeldOutWorld(epoch_gate_held_out.seed_sha256(seed), world)
-        if world.failure is not None:
-            return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, (world.failure,), held_out)
+    world, held_out = await _world(request, suite.fixture.address, epoch, pin.epoch_id)
+
+    def refused(*reasons: Reason) -> ReplayRun:
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out)
+
+    if world.failure is not None:
+        return refused(world.failure)
     if dependencies.failure is not None:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=(Reason(
+        return refused(Reason(
             Code.ARTIFACT_MALFORMED, str(request.address), "the suite's dependencies resolve in the build graph",
             dependencies.failure, "the suite's transitive dependencies could not be resolved: fix the address "
-            "or import the error names"),))
-
-    predicates_field = suite.manifest[PropertyManifestPredicatesField]
+            "or import the error names"))
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
-    unstripped, predicate_sources, interpreter, jail = await MultiGet(
-        Get(PythonSourceFiles, PythonSourceFilesRequest(dependencies.closure)),
-        Get(SourceFiles, SourceFilesRequest([predicates_field])),
+    sources, interpreter, jail = await MultiGet(
+        Get(ReplaySources, ReplaySourcesRequest(request.address, dependencies.closure,
+                                                suite.manifest[PropertyManifestPredicatesField], manifest,
+                                                request.candidate)),
         Get(Interpreter, InterpreterConstraints, constraints),
         Get(Jail),
     )
-    python = interpreter.python
-    if python is None:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=
-                         (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),))
-    predicate_roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicate_sources.snapshot.files))
-    # Every file's place in the merged sandbox, worked out before Pants merges the source roots (a path
-    # placed twice with other bytes would fail that merge): a path or module provided twice, a file
-    # landing on the runner's package, a folder of the gate's or the oracle's own package, is refused
-    # before anything runs.
-    predicate_places = {str(path): strip_root(str(path), [root.path])[1]
-                        for path, root in predicate_roots.path_to_root.items()}
-    placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
-    placed.update(predicate_places)
-    placed = _without_runner(placed, build_root.path)
-    oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
-              for path, stripped in predicate_places.items()}
-    code_digest, closure_refusals, stand_ins = None, (), ()
-    if request.candidate is not None:
-        # Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
-        # from the candidate's files; nothing of the working tree's product.
-        oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
-        oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
-                                                       PathGlobs(sorted(oracle_placed))))
-        # The predicates call the product by name, not by import: the candidate's code ships from the
-        # modules the suite depends on in the trusted build graph, and whatever they import.
-        product = tuple(sorted({name for name in map(module_name, placed.values())
-                                if name is not None and name.split(".")[0] not in oracle}))
-        reached = await Get(CandidateClosure, CandidateClosureRequest(
-            request.candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
-        placed = {**oracle_placed, **dict(reached.places)}
-        code_digest = reached.stripped
-        closure_refusals, stand_ins = reached.refusals, reached.stand_ins
-    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
-                TOOLS_DIR)
-    refusals = (*closure_refusals, *shadowing(placed, reserved, oracle),
-                *unowned_predicates(manifest.check.catalog, predicate_places.values(), manifest.catalog_path))
-    if refusals:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=tuple(refusals))
-    try:  # wheels only ([python].resolves_to_only_binary): a requirement that needs a build fails here
-        requirements = await Get(Pex, RequirementsPexRequest([request.address]))
-    except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, held_out=held_out, refusals=(Reason(
-            Code.REQUIREMENTS_UNAVAILABLE, str(request.address), "the suite's third-party requirements from "
-            "its resolve's lockfile, as wheels", failure_line(error),
-            "the replay's third-party requirements could not be resolved: regenerate the lockfile "
-            "(`pants generate-lockfiles`), with wheels for every requirement"),))
-    code, predicates, manifest_only = await MultiGet(
-        Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
-        Get(StrippedSourceFiles, SourceFiles, predicate_sources),
-        Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path]))),
-    )
-    if code_digest is not None:
-        oracle_code = await Get(Digest, DigestSubset(code.stripped_source_files.snapshot.digest,
-                                                     PathGlobs(sorted(placed[p] for p in oracle_placed))))
-        code_digest = await Get(Digest, MergeDigests([oracle_code, code_digest]))
-    else:
-        code_digest = code.stripped_source_files.snapshot.digest
-    # Past the shadowing check, whatever the code holds under the runner's package is the gate's own.
-    code_digest = await Get(Digest, DigestSubset(code_digest, PathGlobs(["**", f"!{RUNNER_PACKAGE}/**"])))
-    # The stand-ins' names too: the child imports a stand-in (and so ends) where it would miss the module.
-    names = sorted({top_level(stripped) for stripped in (*placed.values(), *stand_ins)})
-    manifest_name = manifest.manifest_path.rsplit("/", 1)[-1]
-    manifest_dir = manifest.manifest_path[: -len(manifest_name)].rstrip("/")
-    if manifest_dir:
-        manifest_only = await Get(Digest, RemovePrefix(manifest_only, manifest_dir))
-    manifest_only = await Get(Digest, AddPrefix(manifest_only, MANIFEST_DIR))
-    requirements_digest = await Get(Digest, AddPrefix(requirements.digest, REQUIREMENTS_DIR))
-    requirement_paths = await _requirement_paths(requirements_digest)
-    # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
-    # and the runner: the cache key.
-    sandbox = await Get(Digest, MergeDigests([
-        runner.digest, code_digest, predicates.snapshot.digest,
-        world.digest, manifest_only, requirements_digest, jail.tools,
-    ]))
-    max_witnesses = suite.target[SampledPropertiesMaxWitnessesField].value
-    argv, env = jail.wrap(
-        [python.path, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
-         "--manifest", f"{MANIFEST_DIR}/{manifest_name}", "--world", WORLD_DIR, "--suite", str(request.address),
-         "--epoch-id", pin.epoch_id,
-         "--out", REPLAY_DIR, "--max-witnesses", str(max_witnesses), "--sandbox-names", ",".join(names),
-         "--oracle-names", ",".join(sorted(oracle)),
-         *(f"--child-path={path}" for path in requirement_paths),
-         *jail.child_arguments(options.child_limits)],
-        dict(HERMETIC_ENV))
-    result = await Get(FallibleProcessResult, Process(
-        argv=argv,
-        input_digest=sandbox,
-        output_directories=(REPLAY_DIR,),
-        env=env,
-        description=f"Replay {len(parsed.properties)} sampled properties of {request.address} "
-                    f"over {'a held-out world of ' if held_out else ''}epoch {pin.epoch_id}",
-        level=LogLevel.DEBUG,
-        timeout_seconds=options.timeout,
-        cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
-        remote_cache_speculation_delay_millis=options.speculation_delay_millis,
-    ))
+    if interpreter.python is None:
+        return refused(interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints))
+    if sources.refusals:
+        return refused(*sources.refusals)
+    process = await _replay_process(request, suite, pin.epoch_id, manifest, world, held_out is not None, sources,
+                                    interpreter.python.path, jail, runner, options)
+    if isinstance(process, Reason):
+        return refused(process)
+    result = await Get(FallibleProcessResult, Process, process)
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
     return ReplayRun(request.address, epoch, manifest, result, output, held_out=held_out)
 
