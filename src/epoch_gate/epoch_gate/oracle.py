@@ -125,9 +125,10 @@ def _pin_changes(before: Optional[Pin], after: Optional[Pin], read_old: Reader, 
                                     f"the pin no longer names this {role}"))
             moved = True
         elif old_sha != new_sha or old_files[name] != new_files[name]:
+            pinned = (f"pinned {old_files[name][:12]} -> {new_files[name][:12]}"
+                      if old_files[name] != new_files[name] else f"the pin still records {old_files[name][:12]}")
             out.append(OracleChange(f"{role}-changed", name, old_sha, new_sha,
-                                    f"the {role}'s bytes differ from the base (pinned "
-                                    f"{old_files[name][:12]} -> {new_files[name][:12]})"))
+                                    f"the {role}'s bytes differ from the base ({pinned})"))
             moved = True
     if before.epoch_id != after.epoch_id:
         out.append(OracleChange("epoch-id-changed", path, before.epoch_id, after.epoch_id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath, ProtectedSet
-from epoch_gate.decision import Identities, Label, Verdict
+from epoch_gate.decision import Identities, Label, Verdict, label_of
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.held_out import HeldOut
 from epoch_gate.observations import Observation
@@ -138,11 +138,23 @@ def _reason_lines(reason: Reason, indent: str) -> list[str]:
     return lines
 
 
+def _transition(before: str, after: str) -> str:
+    """`before -> after`, or the one value when nothing moved (an arrow would read as a change)."""
+    return f"{before or '-'} -> {after or '-'}" if before != after else f"{before or '-'} (unchanged)"
+
+
+CHANGE_ROW = "(the change)"
+
+
 def summary_rows(report: Report) -> list[tuple[str, str, str, str]]:
-    """One row per suite: address, verdict, epoch, manifest (short). Where the replay came from is only in
-    report.json: what is printed depends on the evidence alone, never on the state of a cache."""
-    return [(s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12])
-            for s in report.suites]
+    """One row per suite: address, verdict, epoch, manifest (short); first, when the change itself has
+    reasons (the protected set, the base), a row for it, so that no table of eligible suites hides why the
+    verdict is closed. Where a replay came from is only in report.json: what is printed depends on the
+    evidence alone, never on the state of a cache."""
+    change = [(CHANGE_ROW, label_of(report.verdict.reasons).value, "-", "-")]
+    return [*(change if report.verdict.reasons else []),
+            *((s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12])
+              for s in report.suites)]
 
 
 def console_lines(report: Report) -> list[str]:
@@ -161,7 +173,7 @@ def console_lines(report: Report) -> list[str]:
     for reason in report.verdict.reasons:
         lines += _reason_lines(reason, "")
     for change in report.oracle_changes:
-        lines.append(f"oracle    {change.kind} {change.subject}: {change.before or '-'} -> {change.after or '-'}"
+        lines.append(f"oracle    {change.kind} {change.subject}: {_transition(change.before, change.after)}"
                      f" ({change.note})")
     counts = report.counts()
     lines.append(f"suites    {len(report.suites)}: " + ", ".join(f"{n} {label}" for label, n in counts.items()))
@@ -245,7 +257,7 @@ def markdown(report: Report) -> str:
         out += ["### What this change does to the oracle", "",
                 "Read this before approving an oracle change by hand.", "",
                 "| change | subject | before | after | note |", "|---|---|---|---|---|"]
-        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | {_cell(c.after)} | {_cell(c.note)} |"
+        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | {_cell(c.after) if c.after != c.before else '(unchanged)'} | {_cell(c.note)} |"
                 for c in report.oracle_changes]
         out.append("")
     for suite in report.suites:
