@@ -25,18 +25,19 @@ from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, attestation, held_out, report
 from epoch_gate.buildfiles import build_file_problems
-from epoch_gate.candidate import files_at, open_candidate
+from epoch_gate.candidate import Candidate, files_at, open_candidate
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
 from epoch_gate.decision import Identities
 from epoch_gate.folders import output_folder
-from epoch_gate.freezes import parse_freeze_files
+from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.held_out import LOCAL, Key
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
-from epoch_gate.observations import parse_observation_files
+from epoch_gate.observations import Observation, parse_observation_files
 from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
+from epoch_gate.report import Report
 from epoch_gate.text import printable
-from epoch_gate.tree import reviewed_tree
+from epoch_gate.tree import ReviewedTree, reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.facts import held_out_facts, replay_facts
 from epoch_gate_pants.isolation import Jail, JailTools
@@ -166,6 +167,93 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
     return lambda path: known[path] if path in known else read_at(root, base, path)
 
 
+@dataclass(frozen=True)
+class _Change:
+    """What is judged: the changed set and its base, and in trusted mode the candidate (its files as a
+    digest for the replays); with the findings gathering them gave."""
+
+    base: Optional[str]
+    changed: Optional[tuple[ChangedPath, ...]]
+    candidate: Optional[Candidate]
+    files: Optional[CandidateFiles]
+    findings: tuple[Reason, ...]
+
+
+async def _the_change(root: Path, gate: GateSubsystem, changed: Changed, build_patterns: tuple[str, ...]) -> _Change:
+    """In trusted mode git's merge of the candidate into this checkout's commit, against that commit; else
+    the working tree against --changed-since, [gate].base, or the trusted ref."""
+    try:
+        if not gate.candidate:
+            merge_base, changed_set = changed_paths(root, changed.since or gate.base or default_base(root, gate.trusted_refs))
+            check_trusted(root, merge_base, gate.trusted_refs)
+            return _Change(merge_base, changed_set, None, None, ())
+        candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
+    except EvidenceError as error:
+        return _Change(None, None, None, None, (error.reason,))
+    # Its BUILD files are never loaded here, but once merged every judge would execute them.
+    builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
+        fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)]
+    findings = build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
+                                   [t.alias for t in ORACLE_TARGETS])
+    try:
+        files, irregular = candidate_files(root, candidate)
+    except EvidenceError as error:
+        return _Change(candidate.base, candidate.changed, candidate, None, (*findings, error.reason))
+    digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
+    return _Change(candidate.base, candidate.changed, candidate, digest, tuple(findings))
+
+
+def _draw(gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes],
+          unusable: Optional[Reason]) -> tuple[Optional[str], str, list[Reason]]:
+    """Held-out draws (trusted mode with the key): the merged tree's draw key, from which each suite's
+    seed is derived (the key itself goes no further), or why none is drawn; and what that closes."""
+    if candidate is None:
+        return None, LOCAL, []
+    if unusable is not None:
+        return None, unusable.message, [unusable]
+    if key is None:
+        required = [Reason(Code.HELD_OUT_UNAVAILABLE, f"${gate.held_out_key_env}", "the held-out key", "unset",
+                           "[gate].held_out_required: trusted mode judges held-out worlds too, and the key is not "
+                           "set: pass the CI secret to the gate step")] if gate.held_out_required else []
+        return None, held_out.no_key(gate.held_out_key_env), required
+    return held_out.draw_key(key, candidate.tree), "the suite was not replayed", []
+
+
+async def _evidence_files(gate: GateSubsystem) -> tuple[list[Observation], list[Freeze], list[Reason]]:
+    """The archived observations and the freezes, and what is wrong with them."""
+    archive_files, freeze_files = await MultiGet(
+        Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
+        Get(DigestContents, PathGlobs, _folder_glob(gate.freezes_dir)),
+    )
+    archive, archive_reasons = parse_observation_files(_by_name(archive_files), gate.observations_dir, "archive")
+    freezes, freeze_reasons = parse_freeze_files(_by_name(freeze_files), gate.freezes_dir)
+    return archive, freezes, [*archive_reasons, *freeze_reasons]
+
+
+def _tree(root: Path, change: _Change) -> tuple[Optional[ReviewedTree], list[Reason]]:
+    """The tree the statement names: the merged tree in trusted mode, else the working tree's."""
+    if change.candidate is not None:
+        return change.candidate.reviewed_tree(), []
+    if not change.base:  # without the changed set the gate is closed already, and git said why
+        return None, []
+    try:
+        return reviewed_tree(root), []
+    except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass
+        return None, [error.reason]
+
+
+def _print(console: Console, gate: GateSubsystem, result: Report, wanted: str, out: Optional[str], fallback: str,
+           unsafe: list[Reason]) -> None:
+    for line in report.console_lines(result):
+        console.print_stdout(line)
+    for line in annotations.lines(result.to_json(), gate.annotations):
+        console.print_stdout(line)
+    for reason in unsafe:
+        console.print_stderr(printable(f"not written to {wanted}: {reason.path} is {reason.found}"))
+    console.print_stderr(printable(f"report: {out}/report.json ({out}/report.md)" if out is not None
+                                   else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
+
+
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
                    dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
@@ -173,47 +261,11 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
-    findings += problems
-
-    # The changed set: in trusted mode git's merge of the candidate into this checkout's commit, against
-    # that commit; else the working tree's against --changed-since, [gate].base, or the trusted ref.
-    changed_set: tuple[ChangedPath, ...] | None = None
-    merge_base, candidate, candidate_digest = None, None, None
     root = Path(BuildRoot().path)
-    try:
-        if gate.candidate:
-            candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
-            merge_base, changed_set = candidate.base, candidate.changed
-            # Its BUILD files are never loaded here, but once merged every judge would execute them.
-            builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
-                fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in global_options.build_patterns)]
-            findings += build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
-                                            [t.alias for t in ORACLE_TARGETS])
-            files, irregular = candidate_files(root, candidate)
-            candidate_digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
-        else:
-            merge_base, changed_set = changed_paths(
-                root, changed.since or gate.base or default_base(root, gate.trusted_refs))
-            check_trusted(root, merge_base, gate.trusted_refs)
-    except EvidenceError as error:
-        findings.append(error.reason)
-
-    # Held-out draws (trusted mode with the key): what goes on is the merged tree's draw key, and from it
-    # each suite's seed; the key goes no further than this function.
-    tree_key, held_out_why = None, LOCAL
-    if candidate is not None:
-        if unusable is not None:
-            findings.append(unusable)
-            held_out_why = unusable.message
-        elif key is None:
-            held_out_why = held_out.no_key(gate.held_out_key_env)
-            if gate.held_out_required:
-                findings.append(Reason(Code.HELD_OUT_UNAVAILABLE, f"${gate.held_out_key_env}", "the held-out key",
-                                       "unset", "[gate].held_out_required: trusted mode judges held-out worlds "
-                                       "too, and the key is not set: pass the CI secret to the gate step"))
-        else:
-            tree_key, held_out_why = held_out.draw_key(key, candidate.tree), "the suite was not replayed"
+    change = await _the_change(root, gate, changed, tuple(global_options.build_patterns))
+    tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     del key
+    findings += [*problems, *change.findings, *refused]
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
@@ -224,63 +276,40 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     await Get(JailTools)
     jail, protected, repository = await MultiGet(
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
-                                                               candidate_digest, tree_key)))
+                                                               change.files, tree_key)))
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
     facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, held_out_facts(
                  held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))
              for s in repository.in_scope]
-
-    archive_files, freeze_files = await MultiGet(
-        Get(DigestContents, PathGlobs, _folder_glob(gate.observations_dir)),
-        Get(DigestContents, PathGlobs, _folder_glob(gate.freezes_dir)),
-    )
-    archive, archive_reasons = parse_observation_files(_by_name(archive_files), gate.observations_dir, "archive")
-    freezes, freeze_reasons = parse_freeze_files(_by_name(freeze_files), gate.freezes_dir)
-    findings += archive_reasons + freeze_reasons
-
-    tree = candidate.reviewed_tree() if candidate else None
-    if merge_base and not candidate:  # without the changed set the gate is closed already, and git said why
-        try:
-            tree = reviewed_tree(root)
-        except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass
-            findings.append(error.reason)
-
+    archive, freezes, evidence_reasons = await _evidence_files(gate)
+    tree, tree_reasons = _tree(root, change)
     # A committed `dist` file or symlink must not crash or redirect the write: close, and write elsewhere.
     wanted = os.path.normpath(Path(dist_dir.relpath) / gate.output_dir)
     fallback = os.path.relpath(Path(global_options.pants_workdir, "epoch_gate", "gate"), root)
     out_or_none, unsafe = output_folder(root, wanted, fallback)
-    findings += unsafe
     out = out_or_none or wanted
-
+    candidate = change.candidate
     judgement = judge(
-        ChangeFacts(mode="trusted" if gate.candidate else "local", base=merge_base, changed=changed_set,
+        ChangeFacts(mode="trusted" if gate.candidate else "local", base=change.base, changed=change.changed,
                     protected=protected.as_set(),
                     oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
                     archive=tuple(archive), freezes=tuple(freezes), today=today,
                     observations_dir=gate.observations_dir, freezes_dir=gate.freezes_dir, out=out,
-                    findings=tuple(findings)),
+                    findings=(*findings, *evidence_reasons, *tree_reasons, *unsafe)),
         facts,
-        read_base=_base_reader(root, merge_base, {s.oracle.pin for s in repository.suites if s.oracle}),
+        read_base=_base_reader(root, change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
         read_change=(lambda path: read_at(root, candidate.tree, path)) if candidate else (
             lambda path: read_file(root, path)),
         root=root)
-    result = judgement.report
-    files = attestation.output_files(result, judgement.witnesses, tree,
+    files = attestation.output_files(judgement.report, judgement.witnesses, tree,
                                      time=datetime.datetime.now(datetime.timezone.utc), root=root)
     if out_or_none is not None:
         digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
         workspace.write_digest(digest, clear_paths=(out,))
-    for line in report.console_lines(result):
-        console.print_stdout(line)
-    for line in annotations.lines(result.to_json(), gate.annotations):
-        console.print_stdout(line)
-    for reason in unsafe:
-        console.print_stderr(printable(f"not written to {wanted}: {reason.path} is {reason.found}"))
-    console.print_stderr(printable(f"report: {out}/report.json ({out}/report.md)" if out_or_none is not None
-                                   else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
-    return Gate(exit_code=result.verdict.label.exit_code)
+    _print(console, gate, judgement.report, wanted, out_or_none, fallback, unsafe)
+    return Gate(exit_code=judgement.report.verdict.label.exit_code)
 
 
 def rules() -> list:
