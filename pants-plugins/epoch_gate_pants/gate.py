@@ -43,7 +43,7 @@ from epoch_gate_pants.facts import held_out_facts, replay_facts
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
-from epoch_gate_pants.selfcheck import shadowing
+from epoch_gate_pants.selfcheck import gate_code_shadowed
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import EpochFixtureHeldOutField, EpochFixturePinField, SampledPropertiesTarget
@@ -258,7 +258,7 @@ def _print(console: Console, gate: GateSubsystem, result: Report, wanted: str, o
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
                    dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
                    environment: CompleteEnvironmentVars) -> Gate:
-    findings: list[Reason] = shadowing()  # the code deciding must be the gate's own
+    findings: list[Reason] = gate_code_shadowed()  # the code deciding must be the gate's own
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)

@@ -53,7 +53,7 @@ from epoch_gate_pants.fixture import (
     FixtureWorldRequest,
 )
 from epoch_gate_pants.isolation import Interpreter, Jail
-from epoch_gate_pants.runner import RUNNER_ROOT, CoreRunner
+from epoch_gate_pants.runner import RUNNER_DIR, CoreRunner
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import (
@@ -241,7 +241,7 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     if request.candidate is not None:
         oracle_placed, reached = await _candidate_code(request.candidate, unstripped, placed, oracle)
         placed = {**oracle_placed, **dict(reached.places)}
-    reserved = ("epoch_gate", RUNNER_ROOT, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
+    reserved = ("epoch_gate", RUNNER_DIR, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
                 TOOLS_DIR)
     refusals = (*(reached.refusals if reached else ()), *shadowing(placed, reserved, oracle),
                 *unowned_predicates(request.manifest.check.catalog, predicate_places.values(),
@@ -308,7 +308,7 @@ async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, m
         jail.tools,
     ]))
     argv, env = jail.wrap(
-        [python, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_ROOT), "replay",
+        [python, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_DIR), "replay",
          "--manifest", manifest_path, "--world", WORLD_DIR, "--suite", str(request.address),
          "--epoch-id", epoch_id, "--out", REPLAY_DIR,
          "--max-witnesses", str(suite.target[SampledPropertiesMaxWitnessesField].value),

@@ -14,18 +14,18 @@ from pants.engine.rules import Get, collect_rules, rule
 from epoch_gate import runner as runner_package
 from epoch_gate.runner import SHIPPED_CORE
 
-RUNNER_ROOT = "__epoch_gate"
+RUNNER_DIR = "__epoch_gate"
 
 
 @dataclass(frozen=True)
 class CoreRunner:
-    """`__epoch_gate/epoch_gate/...`; put RUNNER_ROOT on the path to run it."""
+    """`__epoch_gate/epoch_gate/...`; put RUNNER_DIR on the path to run it."""
 
     digest: Digest
 
 
 def _source(module: str) -> tuple[str, bytes]:
-    """A module's path below RUNNER_ROOT and the bytes Pants loaded it from (its `__file__`: whatever
+    """A module's path below RUNNER_DIR and the bytes Pants loaded it from (its `__file__`: whatever
     package it was imported through, the runner runs the code the gate itself runs)."""
     loaded = Path(importlib.import_module(module).__file__ or "")
     relative = module.replace(".", "/") + ("/__init__.py" if loaded.name == "__init__.py" else ".py")
@@ -33,7 +33,7 @@ def _source(module: str) -> tuple[str, bytes]:
 
 
 def runner_files() -> dict[str, bytes]:
-    """The runner package's modules and the declared core modules, by path relative to RUNNER_ROOT."""
+    """The runner package's modules and the declared core modules, by path relative to RUNNER_DIR."""
     package = runner_package.__name__
     folder = Path(runner_package.__file__ or "").parent
     modules = [package, *(f"{package}.{path.stem}" for path in sorted(folder.glob("*.py"))
@@ -43,7 +43,7 @@ def runner_files() -> dict[str, bytes]:
 
 @rule(desc="Package the epoch_gate replay runner")
 async def package_core_runner() -> CoreRunner:
-    files = [FileContent(f"{RUNNER_ROOT}/{path}", data) for path, data in runner_files().items()]
+    files = [FileContent(f"{RUNNER_DIR}/{path}", data) for path, data in runner_files().items()]
     return CoreRunner(await Get(Digest, CreateDigest(files)))
 
 

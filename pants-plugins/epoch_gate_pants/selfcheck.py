@@ -32,7 +32,7 @@ def providers(name: str, path: Sequence[str]) -> list[str]:
     return found
 
 
-def shadowing(path: Sequence[str] = (), modules: dict | None = None) -> list[Reason]:
+def gate_code_shadowed(path: Sequence[str] = (), modules: dict | None = None) -> list[Reason]:
     path = path or sys.path
     modules = sys.modules if modules is None else modules
     reasons = []

@@ -19,7 +19,7 @@ from pants.engine.target import (
 from pants.util.strutil import help_text
 
 
-class _FailLoudly:
+class _WarnWhenMissing:
     # A missing generator, input or catalog is warned about here and closes the gate with its own
     # reason (a Pants error would end the run without a report).
     default_glob_match_error_behavior = GlobMatchErrorBehavior.warn
@@ -50,7 +50,7 @@ class EpochFixturePinField(_MayBeMinted, SingleSourceField, SecondaryOwnerMixin)
     )
 
 
-class EpochFixtureGeneratorField(_FailLoudly, SingleSourceField, SecondaryOwnerMixin):
+class EpochFixtureGeneratorField(_WarnWhenMissing, SingleSourceField, SecondaryOwnerMixin):
     expected_num_files = range(0, 2)  # absent: a reason of the gate, not a crash
     alias = "generator"
     required = True
@@ -66,7 +66,7 @@ class EpochFixtureGeneratorField(_FailLoudly, SingleSourceField, SecondaryOwnerM
     )
 
 
-class EpochFixtureInputsField(_FailLoudly, MultipleSourcesField, SecondaryOwnerMixin):
+class EpochFixtureInputsField(_WarnWhenMissing, MultipleSourcesField, SecondaryOwnerMixin):
     alias = "inputs"
     default = ()
     help = help_text(
@@ -131,7 +131,7 @@ class PropertyManifestSourceField(_MayBeMinted, SingleSourceField, SecondaryOwne
     )
 
 
-class PropertyManifestCatalogField(_FailLoudly, SingleSourceField, SecondaryOwnerMixin):
+class PropertyManifestCatalogField(_WarnWhenMissing, SingleSourceField, SecondaryOwnerMixin):
     expected_num_files = range(0, 2)  # absent: a reason of the gate, not a crash
     alias = "catalog"
     required = False
@@ -145,7 +145,7 @@ class PropertyManifestCatalogField(_FailLoudly, SingleSourceField, SecondaryOwne
     )
 
 
-class PropertyManifestPredicatesField(_FailLoudly, MultipleSourcesField, SecondaryOwnerMixin):
+class PropertyManifestPredicatesField(_WarnWhenMissing, MultipleSourcesField, SecondaryOwnerMixin):
     alias = "predicates"
     default = ("*_properties.py",)
     expected_file_extensions = (".py",)

@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
-from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, RUNNER_ROOT, UNSHIPPED_MARK
+from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
 from epoch_gate.runner.confine import ChildJail, Limits, Watch
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
@@ -119,7 +119,7 @@ class Channel:
     def __init__(self, sandbox: Path, product_names: Iterable[str], child_path: Iterable[str],
                  jail: Optional[ChildJail] = None, limits: Limits = Limits()) -> None:
         names = sorted(set(product_names))
-        argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, RUNNER_ROOT, "--sandbox-names", ",".join(names)]
+        argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
         if jail is None:
             argv.append(f"--parent={os.getpid()}")

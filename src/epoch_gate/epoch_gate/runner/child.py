@@ -1,7 +1,7 @@
 """The replay's child: the only process that runs product code, and no oracle code at all. It serves the
 product's callables to the parent's judges and answers every call with data (`epoch_gate.runner.protocol`).
 
-Started as `python -I -B -S -c CHILD_BOOT RUNNER_ROOT ...` with the sandbox as its cwd. Before importing
+Started as `python -I -B -S -c CHILD_BOOT LOADED_FROM ...` with the sandbox as its cwd. Before importing
 anything of the product it moves the protocol onto private file descriptors and points fd 1 at stderr (a
 product that prints breaks nothing) and fd 0 at /dev/null. It writes no file and gets no --out. What it
 answers is only ever the product's word: product code that takes over this process can answer anything,
@@ -39,7 +39,9 @@ def unshipped_stub(name: str) -> bytes:
     return (f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
             'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
             f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n').encode()
-RUNNER_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+# The folder the runner's package was loaded from (the sandbox's `__epoch_gate`): the child puts it on its path,
+# and a product traceback leaves out its frames.
+LOADED_FROM = str(Path(__file__).resolve().parent.parent.parent)
 _REF_TEXT = json.dumps(protocol.REF).encode()  # how a reference's key reads in a call's JSON
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
 
@@ -202,7 +204,7 @@ class Server:
 
 
 def _raised(exc: BaseException) -> str:
-    return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, RUNNER_ROOT)])
+    return json.dumps(["x", data.type_names(exc), data.message(exc), data.product_traceback(exc, LOADED_FROM)])
 
 
 def _import(name: str) -> object:

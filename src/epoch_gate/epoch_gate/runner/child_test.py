@@ -16,7 +16,7 @@ import pytest
 from epoch_gate.replay_result import PropertyOutcome
 from epoch_gate.runner import parent as replay
 from epoch_gate.catalog import Catalog, Property
-from epoch_gate.runner.child import RUNNER_ROOT
+from epoch_gate.runner.child import LOADED_FROM
 from epoch_gate.manifest import sample
 from epoch_gate.world import world_sha256
 
@@ -282,7 +282,7 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
     manifest = sample(Catalog((prop("positive"),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     done = subprocess.run(
-        [sys.executable, "-I", "-B", "-S", "-c", BOOT, RUNNER_ROOT, "replay", "--manifest", "../manifest.json",
+        [sys.executable, "-I", "-B", "-S", "-c", BOOT, LOADED_FROM, "replay", "--manifest", "../manifest.json",
          "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
          "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
     assert done.stdout.startswith("fail  positive (first failed at record 7 of 20 payments records; 1 failed)")
@@ -294,7 +294,7 @@ def test_a_child_whose_jail_cannot_start_is_refused_with_a_reason(tmp_path: Path
     world = sandbox(tmp_path, POSITIVE, "def amount(record):\n    return record['amount']\n")
     (tmp_path / "manifest.json").write_bytes(sample(Catalog((prop("positive"),)), 1, 1).to_bytes())
     done = subprocess.run(
-        [sys.executable, "-I", "-B", "-S", "-c", BOOT, RUNNER_ROOT, "replay", "--manifest", "../manifest.json",
+        [sys.executable, "-I", "-B", "-S", "-c", BOOT, LOADED_FROM, "replay", "--manifest", "../manifest.json",
          "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
          "--oracle-names", ORACLE, "--child-jail", str(tmp_path / "no-bwrap")], cwd=world.parent / "sandbox",
         capture_output=True, text=True)
@@ -337,7 +337,7 @@ def test_the_child_cannot_plant_modules_the_parent_imports_nor_rewrite_its_judge
         def probe(record):
             return "planted"
     """)
-    shutil.copytree(Path(RUNNER_ROOT) / "epoch_gate", tmp_path / "sandbox" / "__epoch_gate" / "epoch_gate")
+    shutil.copytree(Path(LOADED_FROM) / "epoch_gate", tmp_path / "sandbox" / "__epoch_gate" / "epoch_gate")
     manifest = sample(Catalog((prop("p", "mean_matches"),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     subprocess.run(
