@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from epoch_gate.attestation import layout_problems
+from epoch_gate.testutil import layout_problems
 from tests.adoption.second_repo import NewRepo, documented_commands
 
 LOOSENED = ('    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',

@@ -19,6 +19,7 @@ from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.held_out import LOCAL, HeldOut
 from epoch_gate.report import Report
 from epoch_gate.report_test import sample_report
+from epoch_gate.testutil import layout_problems
 from epoch_gate.tree import ReviewedTree
 from epoch_gate.tree_test import git, make_repo
 
@@ -66,7 +67,7 @@ def test_the_statement_is_a_vsa_v1_in_an_in_toto_v1_statement(tree: ReviewedTree
                                        oracle_commit=ORACLE)
     reference_validate(data)
     value = json.loads(data)
-    assert attestation.layout_problems(value) == []
+    assert layout_problems(value) == []
     assert value["_type"] == "https://in-toto.io/Statement/v1"
     assert value["predicateType"] == "https://slsa.dev/verification_summary/v1"
 
@@ -208,7 +209,7 @@ def test_only_trusted_mode_writes_the_statement(tmp_path: Path) -> None:
 def test_layout_problems_name_what_is_wrong(edit, problem: str) -> None:
     value = make(sample_report())
     edit(value)
-    problems = attestation.layout_problems(value)
+    problems = layout_problems(value)
     assert problems and any(problem in p for p in problems), problems
 
 
@@ -217,7 +218,7 @@ def test_the_optional_vsa_fields_are_accepted_when_well_formed() -> None:
     value["predicate"].update(dependencyLevels={"SLSA_BUILD_LEVEL_3": 2}, slsaVersion="1.1",
                               inputAttestations=[{"uri": "https://example.com/a", "digest": {"sha256": "0" * 64}}])
     value["predicate"].pop("timeVerified")  # optional since VSA 1.1
-    assert attestation.layout_problems(value) == []
+    assert layout_problems(value) == []
 
 
 def test_the_reference_bindings_refuse_what_the_layout_check_refuses() -> None:
