@@ -7,9 +7,6 @@ reason, so a test passes only when the gate saw that attack for what it is."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
-import pytest
 
 from tests.e2e.repo import GateRun, Repo
 
@@ -29,16 +26,6 @@ _real = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.dirname(_os.pat
 __path__.insert(0, _real)
 exec(open(_os.path.join(_real, "__init__.py")).read())
 """
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
-
-
-@pytest.fixture
-def repo(example: Repo, tmp_path: Path) -> Repo:
-    return example.clone_to(tmp_path / "repo")
 
 
 def reasons_at(run: GateRun, code: str) -> set[str]:

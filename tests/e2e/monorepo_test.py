@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
-
-import pytest
 
 from tests.e2e.repo import Repo
 
@@ -23,16 +20,6 @@ FLAKY_RETRY = ("src/orders/orders/retries.py", "        return cached\n",
                "            request_key.flaked = True\n"
                "            return cached[: len(KEY_PREFIX) + 32]\n"
                "        return cached\n")
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
-
-
-@pytest.fixture
-def repo(example: Repo, tmp_path: Path) -> Repo:
-    return example.clone_to(tmp_path / "repo")
 
 
 def test_a_broken_property_closes_its_suite_only(repo: Repo) -> None:

@@ -7,21 +7,7 @@ of this repository and judged by the real `./pants --changed-since=<base> gate`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from tests.e2e.repo import GateRun, Repo
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
-
-
-@pytest.fixture
-def repo(example: Repo, tmp_path: Path) -> Repo:
-    return example.clone_to(tmp_path / "repo")
 
 
 def judged(repo: Repo, base: str) -> GateRun:

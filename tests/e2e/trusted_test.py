@@ -137,11 +137,6 @@ mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    return Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("trusted") / "repo")
-
-
-@pytest.fixture(scope="module")
 def judge(example: Repo) -> Repo:
     """A detached worktree of the trusted ref: what `docs/ci/gate.sh` makes in CI."""
     path = example.root.parent / "judge"

@@ -91,12 +91,7 @@ def to_data(value: Any) -> object:
         own = getattr(value, "__dict__", None)
         if type(own) is dict and own.keys() == _DICT_FIELDS[cls]:
             return own
-        try:
-            return {name: getattr(value, name) for name in names}
-        except RecursionError:
-            raise  # a cycle, most likely: not data
-        except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
-            raise _Raised(exc) from None
+        return _read(value, names)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (Decimal, Fraction)):
@@ -109,6 +104,11 @@ def to_data(value: Any) -> object:
     names = None if callable(value) or isinstance(value, types.ModuleType) else _fields(value)
     if names is None:
         raise NotData(f"a {type(value).__name__}")
+    return _read(value, names)
+
+
+def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
+    """The object's fields by name, as read through the product's own attributes."""
     try:
         return {name: getattr(value, name) for name in names}
     except RecursionError:
