@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.testutil import Evidence, decide
 from epoch_gate.freezes import Freeze

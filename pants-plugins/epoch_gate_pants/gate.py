@@ -26,7 +26,8 @@ from pants.vcs.changed import Changed
 from epoch_gate import annotations, attestation, held_out, report
 from epoch_gate.buildfiles import build_file_problems
 from epoch_gate.candidate import Candidate, files_at, open_candidate
-from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base, read_at
+from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base
+from epoch_gate.git import read_at
 from epoch_gate.decision import Identities
 from epoch_gate.folders import output_folder
 from epoch_gate.freezes import Freeze, parse_freeze_files

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-from epoch_gate.changes import STATUS_NAMES, ChangedPath, check_trusted, commit_of, git_text, run_git
+from epoch_gate.changes import ChangedPath, STATUS_NAMES, check_trusted
+from epoch_gate.git import commit_of, git_text, run_git
 from epoch_gate.reasons import Code, fail
 from epoch_gate.text import from_os, last_line
 from epoch_gate.tree import ReviewedTree

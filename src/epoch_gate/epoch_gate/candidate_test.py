@@ -122,7 +122,7 @@ def test_a_blob_git_cannot_read_is_a_reason(repo: Path) -> None:
 
 def test_files_at_reads_many_files_as_read_at_does(tmp_path: Path) -> None:
     from epoch_gate.candidate import files_at
-    from epoch_gate.changes import read_at
+    from epoch_gate.git import read_at
     from epoch_gate.tree_test import make_repo
 
     make_repo(tmp_path)

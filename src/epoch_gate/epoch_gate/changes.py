@@ -1,18 +1,14 @@
-"""The changed set (every path that differs from the base) and the protected set it must not touch."""
+"""The changed set: every path that differs from the base, which must be reviewed history (a trusted ref's)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from epoch_gate.reasons import Code, Reason, fail
-from epoch_gate.text import from_os, last_line
+from epoch_gate.git import commit_of, git_text, is_shallow, run_git
+from epoch_gate.reasons import Code, fail
+from epoch_gate.text import from_os
 
 # git's one-letter statuses; renames are split into a deletion and an addition (--no-renames), so the
 # old path of a moved file is seen too.
@@ -24,101 +20,6 @@ STATUS_NAMES = {"A": "added", "D": "deleted", "M": "modified", "T": "type-change
 class ChangedPath:
     path: str
     status: str
-
-
-@dataclass(frozen=True)
-class ProtectedSet:
-    """Exact paths (derived from the build graph) plus globs (`*`, `?`, `**`; a trailing `/` is a folder)."""
-
-    paths: frozenset[str]
-    globs: tuple[str, ...]
-
-    def matches(self, path: str) -> bool:
-        return path in self.paths or any(_glob_regex(g).match(path) for g in self.globs)
-
-    def sorted_entries(self) -> list[str]:
-        return sorted(self.paths) + sorted(self.globs)
-
-
-@lru_cache(maxsize=512)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    glob = glob.lstrip("/")  # globs are anchored at the build root already; a leading `/` says so
-    folder = glob.endswith("/")
-    glob = glob.rstrip("/")
-    out = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    # A folder matches its own path too: a symlink or file committed in the folder's place is a change to it.
-    return re.compile("".join(out) + (r"(?:/.*)?\Z" if folder else r"\Z"), re.DOTALL)
-
-
-def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
-    return [
-        Reason(Code.PROTECTED_PATH_CHANGED, c.path, expected="unchanged (protected)", found=c.status,
-               message=f"a protected path is {c.status.replace('-', ' ')} in this change")
-        for c in changed if protected.matches(c.path)
-    ]
-
-
-@lru_cache(maxsize=1)
-def _git_path() -> str:
-    return shutil.which("git") or "git"
-
-
-def run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    # An absolute path and close_fds=False let CPython use posix_spawn rather than fork: forking pantsd
-    # (hundreds of MB, many threads) costs tens of milliseconds per git call. Python's own fds are
-    # created non-inheritable, so nothing leaks into git.
-    try:
-        return subprocess.run([_git_path(), "-C", str(root), *args], capture_output=True, check=False,
-                              timeout=120, close_fds=False, input=stdin)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
-                   expected="a working git", found=type(exc).__name__) from None
-
-
-def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
-    done = run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
-    if done.returncode != 0:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {last_line(done.stderr)}",
-                   expected="exit 0", found=f"exit {done.returncode}")
-    return done.stdout.decode("utf-8", "surrogateescape")
-
-
-def commit_of(root: Path, rev: str) -> str | None:
-    done = run_git(root, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}")
-    if b"is ambiguous" in done.stderr:
-        # `origin/main` is also refs/tags/origin/main (or a branch of that name): git would pick one
-        # silently, and a change can push the one it prefers.
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the revision {rev!r} is ambiguous: more than one ref has "
-                   "that short name; name it in full (e.g. refs/remotes/origin/main)",
-                   expected="one ref", found="ambiguous")
-    return done.stdout.decode().strip() if done.returncode == 0 else None
-
-
-def read_at(root: Path, commit: str, path: str) -> bytes | None:
-    """A file's bytes at a commit, or None where it does not exist there."""
-    done = run_git(root, "cat-file", "blob", f"{commit}:{path}")
-    return done.stdout if done.returncode == 0 else None
-
-
-def _is_shallow(root: Path) -> bool:
-    return run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
 
 
 DEFAULT_TRUSTED_REFS = ("refs/remotes/origin/main",)
@@ -141,7 +42,7 @@ def resolve_base(root: Path, base: str) -> str:
     done = run_git(root, "merge-base", commit, head)
     merge_base = done.stdout.decode().strip()
     if done.returncode != 0 or not merge_base:
-        if _is_shallow(root):
+        if is_shallow(root):
             raise fail(Code.BASE_UNPROVABLE, ".", f"this shallow clone does not hold the history joining "
                        f"base {base} to HEAD: {UNSHALLOW_HINT}", expected="a merge base", found="shallow history")
         raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"base {base} shares no history with HEAD",
@@ -167,7 +68,7 @@ def default_base(root: Path, trusted_refs: Sequence[str]) -> str:
     """
     present = _present_refs(root, trusted_refs)
     if not present:
-        fetch = UNSHALLOW_HINT if _is_shallow(root) else "fetch it (`git fetch origin main`)"
+        fetch = UNSHALLOW_HINT if is_shallow(root) else "fetch it (`git fetch origin main`)"
         raise fail(Code.BASE_UNTRUSTED, ".", "no base was given and no trusted ref exists in this clone to take "
                    f"one from: {fetch}, or pass a base (`--base=<revision>` or `--changed-since=<revision>`)",
                    expected=f"one of {', '.join(trusted_refs) or 'the refs of [gate].trusted_refs'}",
@@ -186,14 +87,14 @@ def check_trusted(root: Path, merge_base: str, trusted_refs: Sequence[str]) -> N
         return
     present = _present_refs(root, trusted_refs)
     if not present:
-        hint = UNSHALLOW_HINT if _is_shallow(root) else "fetch it, e.g. `git fetch origin main`"
+        hint = UNSHALLOW_HINT if is_shallow(root) else "fetch it, e.g. `git fetch origin main`"
         raise fail(Code.BASE_UNTRUSTED, ".", f"no trusted ref exists in this clone to vouch for the base: {hint}; "
                    "or name the refs in [gate].trusted_refs", expected=f"one of {', '.join(trusted_refs)}",
                    found="none present")
     for ref in present:
         if run_git(root, "merge-base", "--is-ancestor", merge_base, ref).returncode == 0:
             return
-    if _is_shallow(root):
+    if is_shallow(root):
         raise fail(Code.BASE_UNPROVABLE, ".", f"this shallow clone cannot show that base {merge_base[:12]} "
                    f"is reviewed history of {', '.join(present)}: {UNSHALLOW_HINT}",
                    expected=f"an ancestor of {', '.join(present)}", found=f"{merge_base} (shallow history)")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.changes import (ChangedPath, ProtectedSet, changed_paths, check_trusted, default_base,
-                                protected_changes)
+from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base
+from epoch_gate.protection import ProtectedSet, protected_changes
 from epoch_gate.reasons import Code, EvidenceError
 
 

@@ -22,15 +22,9 @@ from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
 from epoch_gate.attestation import output_files
 from epoch_gate.candidate import open_candidate
-from epoch_gate.changes import (
-    DEFAULT_TRUSTED_REFS,
-    ChangedPath,
-    ProtectedSet,
-    changed_paths,
-    check_trusted,
-    default_base,
-    read_at,
-)
+from epoch_gate.changes import ChangedPath, DEFAULT_TRUSTED_REFS, changed_paths, check_trusted, default_base
+from epoch_gate.git import read_at
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence, check_manifest, check_pin, check_replay
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.folders import output_folder_problem, read_folder

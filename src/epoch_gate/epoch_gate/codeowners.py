@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from epoch_gate.changes import ProtectedSet
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, fail
 
 BEGIN = "# BEGIN epoch_gate: the oracle's protected set (`pants gate-codeowners`). Keep last: the last match wins."

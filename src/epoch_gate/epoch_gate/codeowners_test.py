@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from epoch_gate import codeowners
-from epoch_gate.changes import ProtectedSet
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, EvidenceError
 
 PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "pants.toml", "checks/BUILD"}),

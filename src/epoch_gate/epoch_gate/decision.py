@@ -8,7 +8,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
-from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
 from epoch_gate.observations import Observation
 from epoch_gate.reasons import Code, Reason, Severity

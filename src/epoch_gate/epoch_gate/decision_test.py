@@ -10,7 +10,8 @@ from typing import Optional
 import pytest
 
 from epoch_gate.catalog import parse_catalog
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import check_manifest, check_pin
 from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files

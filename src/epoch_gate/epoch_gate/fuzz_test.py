@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.manifest import parse_manifest, sample
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import check_manifest, check_pin, check_replay
 from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files

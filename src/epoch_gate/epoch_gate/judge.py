@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from epoch_gate.changes import ChangedPath, ProtectedSet, protected_changes
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet, protected_changes
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import (
     Expected,

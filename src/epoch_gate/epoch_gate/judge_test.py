@@ -6,7 +6,8 @@ import dataclasses
 import datetime
 from typing import Optional, Sequence
 
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.freezes import Freeze

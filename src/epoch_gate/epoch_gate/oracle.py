@@ -202,7 +202,7 @@ def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
                    expected=f"<= {MAX_SOURCE_BYTES} bytes", found=f"{len(source)} bytes")
     try:
         # -I -S: the standard library only. An absolute path and close_fds=False: posix_spawn, not a fork
-        # of pantsd (see changes.run_git).
+        # of pantsd (see git.run_git).
         done = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE, str(MAX_AST_DEPTH)], input=source,
                               capture_output=True, timeout=PARSE_TIMEOUT, close_fds=False, check=False)
     except subprocess.TimeoutExpired:

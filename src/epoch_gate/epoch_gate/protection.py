@@ -7,13 +7,66 @@ the globs that protect it, so the caller derives the protected set from facts ra
 from __future__ import annotations
 
 import os
+import re
 import stat
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Optional
 
+from epoch_gate.changes import ChangedPath
 from epoch_gate.pin import parse_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import from_os
+
+
+@dataclass(frozen=True)
+class ProtectedSet:
+    """Exact paths (derived from the build graph) plus globs (`*`, `?`, `**`; a trailing `/` is a folder)."""
+
+    paths: frozenset[str]
+    globs: tuple[str, ...]
+
+    def matches(self, path: str) -> bool:
+        return path in self.paths or any(_glob_regex(g).match(path) for g in self.globs)
+
+    def sorted_entries(self) -> list[str]:
+        return sorted(self.paths) + sorted(self.globs)
+
+
+@lru_cache(maxsize=512)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    glob = glob.lstrip("/")  # globs are anchored at the build root already; a leading `/` says so
+    folder = glob.endswith("/")
+    glob = glob.rstrip("/")
+    out = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    # A folder matches its own path too: a symlink or file committed in the folder's place is a change to it.
+    return re.compile("".join(out) + (r"(?:/.*)?\Z" if folder else r"\Z"), re.DOTALL)
+
+
+def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
+    return [
+        Reason(Code.PROTECTED_PATH_CHANGED, c.path, expected="unchanged (protected)", found=c.status,
+               message=f"a protected path is {c.status.replace('-', ' ')} in this change")
+        for c in changed if protected.matches(c.path)
+    ]
 
 # Files that change what git (and so the changed set and the reviewed tree) or Pants sees of a folder.
 VCS_FILES = (".gitignore", ".gitattributes")

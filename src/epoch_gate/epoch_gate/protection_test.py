@@ -4,7 +4,7 @@ import json
 import os
 from pathlib import Path
 
-from epoch_gate.changes import ProtectedSet
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.protection import (
     folders_up,
     inside,

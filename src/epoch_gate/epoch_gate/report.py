@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Mapping, Optional, Sequence
 
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Identities, Label, Verdict, label_of
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.held_out import HeldOut

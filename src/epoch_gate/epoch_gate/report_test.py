@@ -9,7 +9,8 @@ import re
 import pytest
 
 from epoch_gate import report
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Identities
 from epoch_gate.observations import make_observation
 from epoch_gate.oracle import OracleChange

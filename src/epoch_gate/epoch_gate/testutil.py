@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from epoch_gate.attestation import FAILED, PREDICATE_TYPE, REPORT_NAME, STATEMENT_TYPE, SUBJECT_NAME
-from epoch_gate.changes import ChangedPath, ProtectedSet
+from epoch_gate.changes import ChangedPath
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import Expected, Identities, Verdict
 from epoch_gate.freezes import Freeze

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from epoch_gate.changes import git_text
+from epoch_gate.git import git_text
 from epoch_gate.reasons import Code, fail
 from epoch_gate.text import from_os
 
