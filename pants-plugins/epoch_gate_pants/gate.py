@@ -29,12 +29,11 @@ from epoch_gate.candidate import Candidate, files_at, open_candidate
 from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base
 from epoch_gate.git import read_at
 from epoch_gate.decision import Identities
-from epoch_gate.folders import output_folder
+from epoch_gate.folders import output_folder, read_file
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.held_out import LOCAL, Key
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation, parse_observation_files
-from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.report import Report
 from epoch_gate.text import printable

@@ -27,12 +27,11 @@ from epoch_gate.git import read_at
 from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence, check_manifest, check_pin, check_replay
 from epoch_gate.decision import Expected, Identities
-from epoch_gate.folders import output_folder_problem, read_folder
+from epoch_gate.folders import output_folder_problem, read_file, read_folder
 from epoch_gate.freezes import load_freezes
 from epoch_gate.hashing import sha256_file
 from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
-from epoch_gate.oracle import read_file
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.report import console_lines
 from epoch_gate.text import printable

@@ -1,5 +1,5 @@
-"""Reads an evidence folder into {name: bytes}: regular files only, never through a symlink; and picks
-a folder the gate may write its report into."""
+"""The working tree as the gate reads and writes it: a file's bytes, an evidence folder as {name: bytes}
+(regular files only, never through a symlink), and the folder the gate may write its report into."""
 
 from __future__ import annotations
 
@@ -11,6 +11,14 @@ from typing import Optional
 from epoch_gate import strictjson
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import from_os
+
+
+def read_file(root: Path, path: str) -> Optional[bytes]:
+    """A working-tree file's bytes, or None where it is absent (or not a regular file)."""
+    try:
+        return (root / path).read_bytes()
+    except OSError:
+        return None
 
 
 def read_folder(folder: Path, display: str, cap: int) -> tuple[dict[str, bytes], list[Reason]]:

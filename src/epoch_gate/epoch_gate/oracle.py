@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from epoch_gate.catalog import Catalog, Property, parse_catalog
@@ -283,14 +282,6 @@ def _folder_changes(changed: Sequence[ChangedPath], folder: str, kind: str, note
     verbs = {"added": "added", "untracked": "added", "deleted": "removed"}
     return [OracleChange(f"{kind}-{verbs.get(c.status, 'changed')}", c.path, "", c.status, note)
             for c in changed if c.path.startswith(prefix)]
-
-
-def read_file(root: Path, path: str) -> Optional[bytes]:
-    """A working-tree file's bytes, or None where it is absent (or not a regular file)."""
-    try:
-        return (root / path).read_bytes()
-    except OSError:
-        return None
 
 
 def oracle_changes(paths: OraclePaths, changed: Sequence[ChangedPath], read_old: Reader,
