@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet, protected_changes
+from epoch_gate.protection import ProtectedSet, irregular_paths, pinned_at_base, protected_changes
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import (
     Expected,
@@ -33,7 +33,6 @@ from epoch_gate.freezes import Freeze
 from epoch_gate.held_out import LOCAL, HeldOut
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
-from epoch_gate.protection import irregular_paths, pinned_at_base
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.report import Mode, Report, SuiteReport, suite_folder
 

@@ -4,8 +4,8 @@ import json
 import os
 from pathlib import Path
 
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.protection import (
+    ProtectedSet,
     folders_up,
     inside,
     irregular_paths,
