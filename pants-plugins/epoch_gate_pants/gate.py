@@ -179,14 +179,23 @@ class _Change:
     findings: tuple[Reason, ...]
 
 
-async def _the_change(root: Path, gate: GateSubsystem, changed: Changed, build_patterns: tuple[str, ...]) -> _Change:
-    """In trusted mode git's merge of the candidate into this checkout's commit, against that commit; else
-    the working tree against --changed-since, [gate].base, or the trusted ref."""
+def _local_change(root: Path, gate: GateSubsystem, changed: Changed) -> _Change:
+    """The working tree against --changed-since, [gate].base, or the trusted ref; an untrusted base still
+    gives the changed set, so the report shows what the change touched."""
     try:
-        if not gate.candidate:
-            merge_base, changed_set = changed_paths(root, changed.since or gate.base or default_base(root, gate.trusted_refs))
-            check_trusted(root, merge_base, gate.trusted_refs)
-            return _Change(merge_base, changed_set, None, None, ())
+        merge_base, changed_set = changed_paths(root, changed.since or gate.base or default_base(root, gate.trusted_refs))
+    except EvidenceError as error:
+        return _Change(None, None, None, None, (error.reason,))
+    try:
+        check_trusted(root, merge_base, gate.trusted_refs)
+    except EvidenceError as error:
+        return _Change(merge_base, changed_set, None, None, (error.reason,))
+    return _Change(merge_base, changed_set, None, None, ())
+
+
+async def _candidate_change(root: Path, gate: GateSubsystem, build_patterns: tuple[str, ...]) -> _Change:
+    """Trusted mode: git's merge of the candidate into this checkout's commit, against that commit."""
+    try:
         candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
     except EvidenceError as error:
         return _Change(None, None, None, None, (error.reason,))
@@ -262,7 +271,8 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
-    change = await _the_change(root, gate, changed, tuple(global_options.build_patterns))
+    change = (await _candidate_change(root, gate, tuple(global_options.build_patterns)) if gate.candidate
+              else _local_change(root, gate, changed))
     tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     del key
     findings += [*problems, *change.findings, *refused]
