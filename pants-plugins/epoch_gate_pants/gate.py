@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import fnmatch
 import os
@@ -25,19 +26,18 @@ from pants.vcs.changed import Changed
 
 from epoch_gate import annotations, attestation, held_out, report
 from epoch_gate.buildfiles import build_file_problems
-from epoch_gate.candidate import Candidate, files_at, open_candidate
-from epoch_gate.changes import ChangedPath, changed_paths, check_trusted, default_base
-from epoch_gate.git import read_at
+from epoch_gate.candidate import Candidate, files_at
 from epoch_gate.decision import Identities
-from epoch_gate.folders import output_folder, read_file
+from epoch_gate.folders import output_folder
 from epoch_gate.freezes import Freeze, parse_freeze_files
+from epoch_gate.gather import Change, candidate_change, local_change, reviewed
+from epoch_gate.git import read_at
 from epoch_gate.held_out import LOCAL, Key
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation, parse_observation_files
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.report import Report
 from epoch_gate.text import printable
-from epoch_gate.tree import ReviewedTree, reviewed_tree
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.facts import held_out_facts, replay_facts
 from epoch_gate_pants.isolation import Jail, JailTools
@@ -167,49 +167,23 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
     return lambda path: known[path] if path in known else read_at(root, base, path)
 
 
-@dataclass(frozen=True)
-class _Change:
-    """What is judged: the changed set and its base, and in trusted mode the candidate (its files as a
-    digest for the replays); with the findings gathering them gave."""
-
-    base: Optional[str]
-    changed: Optional[tuple[ChangedPath, ...]]
-    candidate: Optional[Candidate]
-    files: Optional[CandidateFiles]
-    findings: tuple[Reason, ...]
-
-
-def _local_change(root: Path, gate: GateSubsystem, changed: Changed) -> _Change:
-    """The working tree against --changed-since, [gate].base, or the trusted ref; an untrusted base still
-    gives the changed set, so the report shows what the change touched."""
-    try:
-        merge_base, changed_set = changed_paths(root, changed.since or gate.base or default_base(root, gate.trusted_refs))
-    except EvidenceError as error:
-        return _Change(None, None, None, None, (error.reason,))
-    try:
-        check_trusted(root, merge_base, gate.trusted_refs)
-    except EvidenceError as error:
-        return _Change(merge_base, changed_set, None, None, (error.reason,))
-    return _Change(merge_base, changed_set, None, None, ())
-
-
-async def _candidate_change(root: Path, gate: GateSubsystem, build_patterns: tuple[str, ...]) -> _Change:
-    """Trusted mode: git's merge of the candidate into this checkout's commit, against that commit."""
-    try:
-        candidate = open_candidate(root, gate.candidate, gate.trusted_refs)
-    except EvidenceError as error:
-        return _Change(None, None, None, None, (error.reason,))
-    # Its BUILD files are never loaded here, but once merged every judge would execute them.
+async def _candidate_files(root: Path, change: Change, build_patterns: tuple[str, ...]) -> tuple[
+        Change, Optional[CandidateFiles]]:
+    """Trusted mode: the candidate's BUILD files checked (never loaded here, but once merged every judge
+    would execute them), and its files as a digest for the replays."""
+    candidate = change.candidate
+    if candidate is None:
+        return change, None
     builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
         fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)]
-    findings = build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
-                                   [t.alias for t in ORACLE_TARGETS])
+    findings = [*change.findings, *build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
+                                                       [t.alias for t in ORACLE_TARGETS])]
     try:
         files, irregular = candidate_files(root, candidate)
     except EvidenceError as error:
-        return _Change(candidate.base, candidate.changed, candidate, None, (*findings, error.reason))
+        return dataclasses.replace(change, findings=(*findings, error.reason)), None
     digest = CandidateFiles(await Get(Digest, CreateDigest(files)), tuple(irregular))
-    return _Change(candidate.base, candidate.changed, candidate, digest, tuple(findings))
+    return dataclasses.replace(change, findings=tuple(findings)), digest
 
 
 def _draw(gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes],
@@ -239,18 +213,6 @@ async def _evidence_files(gate: GateSubsystem) -> tuple[list[Observation], list[
     return archive, freezes, [*archive_reasons, *freeze_reasons]
 
 
-def _tree(root: Path, change: _Change) -> tuple[Optional[ReviewedTree], list[Reason]]:
-    """The tree the statement names: the merged tree in trusted mode, else the working tree's."""
-    if change.candidate is not None:
-        return change.candidate.reviewed_tree(), []
-    if not change.base:  # without the changed set the gate is closed already, and git said why
-        return None, []
-    try:
-        return reviewed_tree(root), []
-    except EvidenceError as error:  # a tree that cannot be attested is not a tree to pass
-        return None, [error.reason]
-
-
 def _print(console: Console, gate: GateSubsystem, result: Report, wanted: str, out: Optional[str], fallback: str,
            unsafe: list[Reason]) -> None:
     for line in report.console_lines(result):
@@ -271,8 +233,9 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
-    change = (await _candidate_change(root, gate, tuple(global_options.build_patterns)) if gate.candidate
-              else _local_change(root, gate, changed))
+    change, candidate_digest = await _candidate_files(
+        root, candidate_change(root, gate.candidate, gate.trusted_refs) if gate.candidate
+        else local_change(root, changed.since or gate.base, gate.trusted_refs), tuple(global_options.build_patterns))
     tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     del key
     findings += [*problems, *change.findings, *refused]
@@ -286,7 +249,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     await Get(JailTools)
     jail, protected, repository = await MultiGet(
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
-                                                               change.files, tree_key)))
+                                                               candidate_digest, tree_key)))
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
@@ -294,13 +257,12 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                  held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))
              for s in repository.in_scope]
     archive, freezes, evidence_reasons = await _evidence_files(gate)
-    tree, tree_reasons = _tree(root, change)
+    tree, tree_reasons = reviewed(root, change)
     # A committed `dist` file or symlink must not crash or redirect the write: close, and write elsewhere.
     wanted = os.path.normpath(Path(dist_dir.relpath) / gate.output_dir)
     fallback = os.path.relpath(Path(global_options.pants_workdir, "epoch_gate", "gate"), root)
     out_or_none, unsafe = output_folder(root, wanted, fallback)
     out = out_or_none or wanted
-    candidate = change.candidate
     judgement = judge(
         ChangeFacts(mode="trusted" if gate.candidate else "local", base=change.base, changed=change.changed,
                     protected=protected.as_set(),
@@ -310,9 +272,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
                     findings=(*findings, *evidence_reasons, *tree_reasons, *unsafe)),
         facts,
         read_base=_base_reader(root, change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
-        read_change=(lambda path: read_at(root, candidate.tree, path)) if candidate else (
-            lambda path: read_file(root, path)),
-        root=root)
+        read_change=change.reader(root), root=root)
     files = attestation.output_files(judgement.report, judgement.witnesses, tree,
                                      time=datetime.datetime.now(datetime.timezone.utc), root=root)
     if out_or_none is not None:

@@ -1,7 +1,7 @@
 """`epoch-gate check`: the verdict outside Pants, from paths on the command line or a suites file.
 
-It gathers the same facts `pants gate` gathers from the build graph and hands them to the same
-`epoch_gate.judge`. What it cannot do is build and jail the replay: the replay folders it is given are
+It gathers the change as `pants gate` does (`epoch_gate.gather`), reads its suites from paths where the
+gate reads the build graph, and hands both to the same `epoch_gate.judge`. What it cannot do is build and jail the replay: the replay folders it is given are
 checked (suite, epoch, manifest, world, completeness, witnesses), but nothing ties them to the code
 judged, and a product that outlived an unjailed runner could have rewritten them. So its verdict is
 always advisory (`local`) and never attested, `--candidate` included; only `pants gate --gate-candidate`
@@ -21,21 +21,20 @@ from typing import Callable, Optional
 from epoch_gate import strictjson
 from epoch_gate.atomic import replace_file
 from epoch_gate.attestation import output_files
-from epoch_gate.candidate import open_candidate
-from epoch_gate.changes import ChangedPath, DEFAULT_TRUSTED_REFS, changed_paths, check_trusted, default_base
-from epoch_gate.git import read_at
-from epoch_gate.protection import ProtectedSet
+from epoch_gate.changes import ChangedPath, DEFAULT_TRUSTED_REFS
 from epoch_gate.check import ReplayEvidence, check_manifest, check_pin, check_replay
 from epoch_gate.decision import Expected, Identities
-from epoch_gate.folders import output_folder_problem, read_file, read_folder
+from epoch_gate.folders import output_folder_problem, read_folder
 from epoch_gate.freezes import load_freezes
+from epoch_gate.gather import Change, candidate_change, local_change, reviewed
+from epoch_gate.git import read_at
 from epoch_gate.hashing import sha256_file
 from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import MAX_WITNESS_BYTES, load_observations
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.report import console_lines
 from epoch_gate.text import printable
-from epoch_gate.tree import reviewed_tree
 from epoch_gate.world import world_record_counts, world_sha256
 
 DEFAULT_SUITE = "suite"
@@ -163,35 +162,18 @@ def suite_facts(reader: _Reader, spec: SuiteSpec) -> SuiteFacts:
     return SuiteFacts(spec.oracle, identities, expected, replay, tuple(findings))
 
 
-@dataclass(frozen=True)
-class _Change:
-    base: Optional[str]
-    changed: Optional[tuple[ChangedPath, ...]]
-    read_change: Callable[[str], Optional[bytes]]
-
-
-def _change(args: argparse.Namespace, root: Path, findings: list[Reason]) -> _Change:
+def _change(args: argparse.Namespace, root: Path) -> Change:
     trusted = tuple(args.trusted_ref or DEFAULT_TRUSTED_REFS)
-    change = _Change(None, None, lambda p: read_file(root, p))
+    if args.candidate:  # trusted mode: this checkout judges git's merge of the candidate, read as data
+        return candidate_change(root, args.candidate, trusted)
+    if args.changed_file is None:
+        return local_change(root, args.base, trusted, check_base=not args.trust_any_base)
     try:
-        if args.candidate:  # trusted mode: this checkout judges git's merge of the candidate, read as data
-            candidate = open_candidate(root, args.candidate, trusted)
-            return _Change(candidate.base, candidate.changed, lambda p: read_at(root, candidate.tree, p))
-        if args.changed_file is not None:
-            lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
-            changed = tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip())
-            return _Change(None, changed, change.read_change)
-        base, changed = changed_paths(root, args.base or default_base(root, trusted))
-        change = _Change(base, changed, change.read_change)
-        check_trusted(root, base, () if args.trust_any_base else trusted)
-        reviewed_tree(root)  # judged from git: a tree git cannot name is not a tree to pass
-        return change
-    except EvidenceError as error:
-        findings.append(error.reason)
+        lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        findings.append(Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
-                               type(exc).__name__, "the changed-file list cannot be read"))
-    return change
+        return Change(None, None, None, (Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
+                                                type(exc).__name__, "the changed-file list cannot be read"),))
+    return Change(None, tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip()), None, ())
 
 
 def _suite_specs(args: argparse.Namespace, findings: list[Reason]) -> list[SuiteSpec]:
@@ -230,7 +212,9 @@ def run_check(args: argparse.Namespace) -> int:
     archive, archive_reasons = load_observations(root / args.observations, args.observations, "archive")
     freezes, freeze_reasons = load_freezes(root / args.freezes, args.freezes)
     findings += archive_reasons + freeze_reasons
-    change = _change(args, root, findings)
+    change = _change(args, root)
+    _, unnamed = reviewed(root, change)  # judged from git: a tree git cannot name is not a tree to pass
+    findings += [*change.findings, *unnamed]
     out = _output_folder(args, findings)
     protected = ProtectedSet(frozenset(path for spec in specs for path in spec.files()),
                              (f"{args.observations}/", f"{args.freezes}/", *args.protect))
@@ -241,7 +225,7 @@ def run_check(args: argparse.Namespace) -> int:
                     freezes_dir=args.freezes, out=str(out), findings=tuple(findings)),
         suites,
         read_base=(lambda p: read_at(root, change.base, p)) if change.base else None,
-        read_change=change.read_change, root=root)
+        read_change=change.reader(root), root=root)
     files = output_files(judgement.report, judgement.witnesses, None,
                          time=datetime.datetime.now(datetime.timezone.utc), root=root)
     for rel, data in files.items():
