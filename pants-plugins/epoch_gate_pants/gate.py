@@ -233,9 +233,9 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
-    change, candidate_digest = await _candidate_files(
-        root, candidate_change(root, gate.candidate, gate.trusted_refs) if gate.candidate
-        else local_change(root, changed.since or gate.base, gate.trusted_refs), tuple(global_options.build_patterns))
+    gathered = (candidate_change(root, gate.candidate, gate.trusted_refs) if gate.candidate
+                else local_change(root, changed.since or gate.base, gate.trusted_refs))
+    change, candidate_digest = await _candidate_files(root, gathered, tuple(global_options.build_patterns))
     tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     del key
     findings += [*problems, *change.findings, *refused]
