@@ -1,6 +1,6 @@
 """Benchmarks of the core (not timed tests): file hashing against sha256sum, and the judgement (`judge`,
-through `testutil.decide`) + parsing over many observations. Run: `python bench/core_bench.py [--size-mib 512] [--observations 10000]` with
-`src/epoch_gate` on PYTHONPATH. Prints medians (min-max) of several runs, ratios measured in the same run."""
+through `testutil.decide`) + parsing over many observations.
+Run: `python bench/core_bench.py [--size-mib 512] [--observations 10000]` with `src/epoch_gate` on PYTHONPATH. Prints medians (min-max) of several runs, ratios measured in the same run."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Callable
 
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Expected, Identities
-from epoch_gate.testutil import Evidence, decide
 from epoch_gate.freezes import Freeze
 from epoch_gate.hashing import sha256_file
 from epoch_gate.observations import load_observations, make_observation, write_observation
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.testutil import Evidence, decide
 
 
 def timed(run: Callable[[], object], repeats: int) -> list[float]:

@@ -1,11 +1,12 @@
 """`epoch-gate check`: the verdict outside Pants, from paths on the command line or a suites file.
 
 It gathers the change as `pants gate` does (`epoch_gate.gather`), reads its suites from paths where the
-gate reads the build graph, and hands both to the same `epoch_gate.judge`. What it cannot do is build and jail the replay: the replay folders it is given are
-checked (suite, epoch, manifest, world, completeness, witnesses), but nothing ties them to the code
-judged, and a product that outlived an unjailed runner could have rewritten them. So its verdict is
-always advisory (`local`) and never attested, `--candidate` included; only `pants gate --gate-candidate`
-attests. Its protected set is the files and globs it is given, not a build graph's.
+gate reads the build graph, and hands both to the same `epoch_gate.judge`. What it cannot do is build
+and jail the replay: the replay folders it is given are checked (suite, epoch, manifest, world,
+completeness, witnesses), but nothing ties them to the code judged, and a product that outlived an
+unjailed runner could have rewritten them. So its verdict is always advisory (`local`) and never
+attested, `--candidate` included; only `pants gate --gate-candidate` attests. Its protected set is
+the files and globs it is given, not a build graph's.
 """
 
 from __future__ import annotations
@@ -171,8 +172,9 @@ def _change(args: argparse.Namespace, root: Path) -> Change:
     try:
         lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        return Change(None, None, None, (Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
-                                                type(exc).__name__, "the changed-file list cannot be read"),))
+        unreadable = Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
+                            type(exc).__name__, "the changed-file list cannot be read")
+        return Change(None, None, None, (unreadable,))
     return Change(None, tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip()), None, ())
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet, protected_changes
 from epoch_gate.freezes import Freeze
 from epoch_gate.observations import Observation
+from epoch_gate.protection import ProtectedSet, protected_changes
 from epoch_gate.reasons import Code, Reason, Severity
 from epoch_gate.replay_result import ReplayResult
 

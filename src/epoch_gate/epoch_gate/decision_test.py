@@ -11,13 +11,13 @@ import pytest
 
 from epoch_gate.catalog import parse_catalog
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import check_manifest, check_pin
 from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files
 from epoch_gate.hashing import canonical_json, canonical_sha256
 from epoch_gate.manifest import ALGORITHM, draw, manifest_body, sample
 from epoch_gate.observations import Observation, make_observation
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, decide, witness_path

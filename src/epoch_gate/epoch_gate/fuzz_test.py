@@ -14,15 +14,15 @@ import os
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from epoch_gate.catalog import parse_catalog
-from epoch_gate.hashing import canonical_json, sha256_bytes
-from epoch_gate.manifest import parse_manifest, sample
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import check_manifest, check_pin, check_replay
 from epoch_gate.decision import Expected, Identities, Label
 from epoch_gate.freezes import Freeze, parse_freeze_files
+from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.manifest import parse_manifest, sample
 from epoch_gate.observations import make_observation, parse_observation_files
 from epoch_gate.pin import Pin, PinnedFile
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, decide

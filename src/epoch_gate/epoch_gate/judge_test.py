@@ -7,7 +7,6 @@ import datetime
 from typing import Optional, Sequence
 
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import Expected, Identities
 from epoch_gate.freezes import Freeze
@@ -15,6 +14,7 @@ from epoch_gate.hashing import canonical_json
 from epoch_gate.held_out import LOCAL, HeldOut
 from epoch_gate.judge import ChangeFacts, HeldOutFacts, Judgement, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation, make_observation
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 

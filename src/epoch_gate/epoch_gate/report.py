@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Literal, Mapping, Optional, Sequence
 
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Identities, Label, Verdict, label_of
 from epoch_gate.hashing import canonical_json, sha256_bytes
 from epoch_gate.held_out import HeldOut
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Reason
 from epoch_gate.replay_result import ReplayResult
 from epoch_gate.text import json_safe, printable
@@ -152,10 +152,9 @@ def summary_rows(report: Report) -> list[tuple[str, str, str, str]]:
     reasons (the protected set, the base), a row for it, so that no table of eligible suites hides why the
     verdict is closed. Where a replay came from is only in report.json: what is printed depends on the
     evidence alone, never on the state of a cache."""
-    change = [(CHANGE_ROW, label_of(report.verdict.reasons).value, "-", "-")]
-    return [*(change if report.verdict.reasons else []),
-            *((s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12])
-              for s in report.suites)]
+    change = [(CHANGE_ROW, label_of(report.verdict.reasons).value, "-", "-")] if report.verdict.reasons else []
+    return [*change, *((s.address, s.verdict.label.value, s.identities.epoch_id or "?",
+                        (s.identities.manifest_sha256 or "?")[:12]) for s in report.suites)]
 
 
 def console_lines(report: Report) -> list[str]:
@@ -258,7 +257,8 @@ def markdown(report: Report) -> str:
         out += ["### What this change does to the oracle", "",
                 "Read this before approving an oracle change by hand.", "",
                 "| change | subject | before | after | note |", "|---|---|---|---|---|"]
-        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | {_cell(c.after) if c.after != c.before else '(unchanged)'} | {_cell(c.note)} |"
+        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | "
+                f"{_cell(c.after) if c.after != c.before else '(unchanged)'} | {_cell(c.note)} |"
                 for c in report.oracle_changes]
         out.append("")
     for suite in report.suites:

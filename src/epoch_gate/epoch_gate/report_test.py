@@ -10,10 +10,10 @@ import pytest
 
 from epoch_gate import report
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.decision import Identities
 from epoch_gate.observations import make_observation
 from epoch_gate.oracle import OracleChange
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, one_suite

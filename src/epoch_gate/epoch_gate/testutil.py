@@ -13,13 +13,13 @@ from typing import Any, Mapping, Optional
 
 from epoch_gate.attestation import FAILED, PREDICATE_TYPE, REPORT_NAME, STATEMENT_TYPE, SUBJECT_NAME
 from epoch_gate.changes import ChangedPath
-from epoch_gate.protection import ProtectedSet
 from epoch_gate.check import ReplayEvidence
 from epoch_gate.decision import Expected, Identities, Verdict
 from epoch_gate.freezes import Freeze
 from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.observations import Observation
 from epoch_gate.oracle import OracleChange
+from epoch_gate.protection import ProtectedSet
 from epoch_gate.reasons import Reason
 from epoch_gate.replay_result import ReplayResult
 from epoch_gate.report import Report, suite_folder
