@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from epoch_gate.changes import ChangedPath
-from epoch_gate.decision import Expected, Identities
-from epoch_gate.freezes import Freeze
-from epoch_gate.hashing import sha256_file
-from epoch_gate.observations import load_observations, make_observation, write_observation
-from epoch_gate.protection import ProtectedSet
-from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.change.changed import ChangedPath
+from epoch_gate.verdict.suite import Expected, Identities
+from epoch_gate.evidence.freezes import Freeze
+from epoch_gate.evidence.hashing import sha256_file
+from epoch_gate.evidence.observations import load_observations, make_observation, write_observation
+from epoch_gate.change.protection import ProtectedSet
+from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, decide
 
 

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from epoch_gate import held_out
-from epoch_gate.manifest import load_manifest
+from epoch_gate.evidence import held_out
+from epoch_gate.evidence.manifest import load_manifest
 from epoch_gate.runner import parent
 
 REPO = Path(__file__).resolve().parent.parent

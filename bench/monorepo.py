@@ -45,11 +45,11 @@ from typing import Any, Callable, Iterator
 
 SOURCE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(SOURCE / "src" / "epoch_gate"))
-from epoch_gate.catalog import Catalog, Property  # noqa: E402
-from epoch_gate.hashing import sha256_file  # noqa: E402
-from epoch_gate.manifest import sample, write_manifest  # noqa: E402
-from epoch_gate.pin import PinnedFile, mint_pin, write_pin  # noqa: E402
-from epoch_gate.world import world_sha256  # noqa: E402
+from epoch_gate.evidence.catalog import Catalog, Property  # noqa: E402
+from epoch_gate.evidence.hashing import sha256_file  # noqa: E402
+from epoch_gate.evidence.manifest import sample, write_manifest  # noqa: E402
+from epoch_gate.evidence.pin import PinnedFile, mint_pin, write_pin  # noqa: E402
+from epoch_gate.evidence.world import world_sha256  # noqa: E402
 
 # Not the root BUILD: its `files` targets exist for this repository's end-to-end tests (one target per file).
 COPIED = ("pants", "pants.toml", "3rdparty", "pants-plugins", "src", "fixtures", "checks")

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from epoch_gate.catalog import Catalog, Property
-from epoch_gate.manifest import sample
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.evidence.manifest import sample
 from epoch_gate.runner import parent
 from epoch_gate.runner.confine import ChildJail
-from epoch_gate.world import records, world_sha256
+from epoch_gate.evidence.world import records, world_sha256
 
 # The product: an order's totals as a dataclass of dataclasses, as real product code returns them.
 PRODUCT = '''

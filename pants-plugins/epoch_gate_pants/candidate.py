@@ -11,10 +11,10 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.source.source_root import OptionalSourceRootsResult, SourceRootsRequest
 
-from epoch_gate.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
-from epoch_gate.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
-from epoch_gate.modules import module_name, top_level
-from epoch_gate.protection import strip_root
+from epoch_gate.change.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
+from epoch_gate.change.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
+from epoch_gate.change.modules import module_name, top_level
+from epoch_gate.change.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.text import from_os

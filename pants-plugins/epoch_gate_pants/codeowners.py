@@ -13,7 +13,7 @@ from pants.engine.target import AllTargets
 from pants.option.option_types import StrListOption, StrOption
 from pants.util.strutil import help_text
 
-from epoch_gate import codeowners
+from epoch_gate.change import codeowners
 from epoch_gate.reasons import EvidenceError
 from epoch_gate_pants.fixture import FixtureFiles, FixtureFilesRequest
 from epoch_gate_pants.protected import ProtectedPaths

@@ -36,7 +36,7 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
-from epoch_gate.product_calls import module_candidates, product_names
+from epoch_gate.change.product_calls import module_candidates, product_names
 from epoch_gate_pants.target_types import (
     EpochFixtureTarget,
     PropertyManifestPredicatesField,

@@ -1,4 +1,4 @@
-"""A suite's facts as the judge reads them (`epoch_gate.judge.SuiteFacts`), from its replay runs: what
+"""A suite's facts as the judge reads them (`epoch_gate.verdict.judge.SuiteFacts`), from its replay runs: what
 `pants gate` judges every suite with, and `pants test` one."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pants.engine.fs import DigestContents
 from pants.engine.internals.session import RunId
 from pants.engine.process import ProcessResultMetadata
 
-from epoch_gate.check import ReplayEvidence, check_replay
-from epoch_gate.decision import Expected, Identities
-from epoch_gate.held_out import LOCAL, HeldOut
-from epoch_gate.judge import HeldOutFacts, SuiteFacts, SuiteOracle
+from epoch_gate.evidence.verify import ReplayEvidence, check_replay
+from epoch_gate.verdict.suite import Expected, Identities
+from epoch_gate.evidence.held_out import LOCAL, HeldOut
+from epoch_gate.verdict.judge import HeldOutFacts, SuiteFacts, SuiteOracle
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.text import last_line
 from epoch_gate_pants.fixture import FixtureWorld

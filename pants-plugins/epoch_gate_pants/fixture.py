@@ -25,10 +25,10 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, WrappedT
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from epoch_gate.check import PinCheck, check_pin
+from epoch_gate.evidence.verify import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import last_line
-from epoch_gate.world import listing_sha256, record_counts
+from epoch_gate.evidence.world import listing_sha256, record_counts
 from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.target_types import (

@@ -24,19 +24,20 @@ from pants.util.logging import LogLevel
 from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
-from epoch_gate import annotations, attestation, held_out, report
-from epoch_gate.buildfiles import build_file_problems
-from epoch_gate.candidate import Candidate, files_at
-from epoch_gate.decision import Identities
-from epoch_gate.folders import output_folder
-from epoch_gate.freezes import Freeze, parse_freeze_files
-from epoch_gate.gather import Change, candidate_change, local_change, reviewed
-from epoch_gate.git import read_at
-from epoch_gate.held_out import LOCAL, Key
-from epoch_gate.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
-from epoch_gate.observations import Observation, parse_observation_files
+from epoch_gate.evidence import held_out
+from epoch_gate.verdict import annotations, attestation, report
+from epoch_gate.change.buildfiles import build_file_problems
+from epoch_gate.change.candidate import Candidate, files_at
+from epoch_gate.verdict.suite import Identities
+from epoch_gate.evidence.folders import output_folder
+from epoch_gate.evidence.freezes import Freeze, parse_freeze_files
+from epoch_gate.change.gather import Change, candidate_change, local_change, reviewed
+from epoch_gate.change.git import read_at
+from epoch_gate.evidence.held_out import LOCAL, Key
+from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
+from epoch_gate.evidence.observations import Observation, parse_observation_files
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.report import Report
+from epoch_gate.verdict.report import Report
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.facts import held_out_facts, replay_facts

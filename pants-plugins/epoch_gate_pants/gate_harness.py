@@ -18,11 +18,11 @@ from pants.backend.python import register as python_backend
 from pants.core import register as core_backend
 from pants.testutil.rule_runner import RuleRunner
 
-from epoch_gate.catalog import parse_catalog
-from epoch_gate.hashing import sha256_bytes
-from epoch_gate.manifest import sample
-from epoch_gate.pin import PinnedFile, mint_pin
-from epoch_gate.world import world_sha256
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.evidence.hashing import sha256_bytes
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.pin import PinnedFile, mint_pin
+from epoch_gate.evidence.world import world_sha256
 from epoch_gate_pants import register
 from epoch_gate_pants.gate import Gate
 

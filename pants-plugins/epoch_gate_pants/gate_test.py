@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from epoch_gate.hashing import canonical_json, canonical_sha256
+from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
 from epoch_gate_pants.gate_harness import (
     EPOCH_ID,
     GateRepo,
@@ -396,8 +396,8 @@ def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: GateRepo)
 # Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
 GATE_PATCH = """
 _import = __builtins__["__im" + "port__"]
-_decision = _import("epoch_gate.decision", fromlist=["Label"])
-_judge = _import("epoch_gate.judge", fromlist=["label_of"])
+_decision = _import("epoch_gate.verdict.suite", fromlist=["Label"])
+_judge = _import("epoch_gate.verdict.judge", fromlist=["label_of"])
 _decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 # Product code, run when the predicates import it: swaps the predicates' module for one where everything

@@ -17,7 +17,7 @@ from pants.util.logging import LogLevel
 
 import epoch_gate
 import epoch_gate_pants
-from epoch_gate.protection import ProtectedSet, inside, oracle_package, shaping_files
+from epoch_gate.change.protection import ProtectedSet, inside, oracle_package, shaping_files
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.target_types import (
     EpochFixtureTarget,

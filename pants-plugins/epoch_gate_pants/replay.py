@@ -35,13 +35,13 @@ from pants.engine.target import InvalidFieldException, Target, TransitiveTargets
 from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
-from epoch_gate import held_out as epoch_gate_held_out
+from epoch_gate.evidence import held_out as epoch_gate_held_out
 from epoch_gate import runner as epoch_gate_runner
-from epoch_gate.isolation import TOOLS_DIR
-from epoch_gate.modules import module_name, shadowing, top_level, unowned_predicates
-from epoch_gate.protection import oracle_package, strip_root
+from epoch_gate.runner.isolation import TOOLS_DIR
+from epoch_gate.change.modules import module_name, shadowing, top_level, unowned_predicates
+from epoch_gate.change.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.requirements import UNPACKED
+from epoch_gate.runner.requirements import UNPACKED
 from epoch_gate_pants.candidate import RUNNER_PACKAGE, CandidateClosure, CandidateClosureRequest, CandidateFiles
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.fixture import (

@@ -10,8 +10,8 @@ from pants.engine.target import Target, Targets
 from pants.option.option_types import IntOption, StrOption
 from pants.util.strutil import help_text
 
-from epoch_gate.manifest import sample
-from epoch_gate.pin import PinnedFile, mint_pin
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.pin import PinnedFile, mint_pin
 from epoch_gate.reasons import EvidenceError, Reason
 from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest

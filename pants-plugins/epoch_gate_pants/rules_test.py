@@ -16,7 +16,7 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
-from epoch_gate.hashing import canonical_json, sha256_bytes
+from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
 from epoch_gate.reasons import Code
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate_pants import register
@@ -75,8 +75,8 @@ def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
 
 def write_repo(runner: RuleRunner, *, pinned_generator: str = GENERATOR, refund_ok: str = "refunded <= captured",
                seed: int = 3) -> None:
-    from epoch_gate.catalog import parse_catalog
-    from epoch_gate.manifest import sample
+    from epoch_gate.evidence.catalog import parse_catalog
+    from epoch_gate.evidence.manifest import sample
 
     base = b'{"count": 50}\n'
     pin = {"schema": 1, "epoch_id": "e1", "generator": "fixtures/gen.py",
@@ -505,7 +505,7 @@ SEEDED = GENERATOR.replace('parser.add_argument("--out")', 'parser.add_argument(
 
 
 def test_a_held_out_replay_draws_its_world_from_its_suites_seed_or_says_why_not(rule_runner: RuleRunner) -> None:
-    from epoch_gate import held_out
+    from epoch_gate.evidence import held_out
 
     write_repo(rule_runner)  # its generator takes no --seed
     address, tree_key = Address("checks", target_name="props"), held_out.draw_key(b"k" * 32, "0" * 40)

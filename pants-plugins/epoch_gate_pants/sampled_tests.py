@@ -11,9 +11,9 @@ from pants.engine.internals.session import RunId
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from epoch_gate.decision import Label
-from epoch_gate.judge import ChangeFacts, SuiteOracle, judge_one
-from epoch_gate.protection import ProtectedSet
+from epoch_gate.verdict.suite import Label
+from epoch_gate.verdict.judge import ChangeFacts, SuiteOracle, judge_one
+from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.text import printable
 from epoch_gate_pants.facts import replay_facts
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun

@@ -7,9 +7,9 @@ from pants.option.option_types import BoolOption, EnumOption, IntOption, SkipOpt
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import help_text
 
-from epoch_gate.annotations import Style
-from epoch_gate.changes import DEFAULT_TRUSTED_REFS
-from epoch_gate.isolation import FIXED_CLOCK_ISO, Mode
+from epoch_gate.verdict.annotations import Style
+from epoch_gate.change.changed import DEFAULT_TRUSTED_REFS
+from epoch_gate.runner.isolation import FIXED_CLOCK_ISO, Mode
 from epoch_gate.runner.confine import Limits
 
 _LIMITS = Limits()

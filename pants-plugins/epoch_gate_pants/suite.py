@@ -19,7 +19,7 @@ from pants.engine.target import (
 )
 from pants.util.logging import LogLevel
 
-from epoch_gate.check import ManifestCheck, check_manifest
+from epoch_gate.evidence.verify import ManifestCheck, check_manifest
 from epoch_gate.reasons import Code, Reason
 from epoch_gate_pants.target_types import (
     EpochFixtureTarget,

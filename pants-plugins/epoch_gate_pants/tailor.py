@@ -22,8 +22,8 @@ from pants.engine.target import AllTargets
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
-from epoch_gate.pin import parse_pin
-from epoch_gate.product_calls import old_shape_predicates
+from epoch_gate.evidence.pin import parse_pin
+from epoch_gate.change.product_calls import old_shape_predicates
 from epoch_gate.reasons import EvidenceError
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.target_types import (

@@ -31,12 +31,12 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
 
 def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
     base = repo.head()
-    repo.edit("src/epoch_gate/epoch_gate/decision.py", '"""The verdict (', '"""The (relaxed) verdict (')
+    repo.edit("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict (')
     repo.write("pants.toml", (repo.root / "pants.toml").read_text() + "\n")
     repo.commit("touch the gate and its configuration")
     run = judged(repo, base)
     assert_closed_with(run, "protected-path-changed")
-    assert {"src/epoch_gate/epoch_gate/decision.py", "pants.toml"} <= {
+    assert {"src/epoch_gate/epoch_gate/verdict/suite.py", "pants.toml"} <= {
         r["path"] for r in run.reasons("protected-path-changed")}
 
 

@@ -22,8 +22,8 @@ REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment
 # Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
 GATE_PATCH = """
 _import = __builtins__["__im" + "port__"]
-_decision = _import("epoch_gate.decision", fromlist=["Label"])
-_judge = _import("epoch_gate.judge", fromlist=["label_of"])
+_decision = _import("epoch_gate.verdict.suite", fromlist=["Label"])
+_judge = _import("epoch_gate.verdict.judge", fromlist=["label_of"])
 _decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 HOST_PROBES = {"Find interpreter for constraints: CPython==3.9.*", "Locate the interpreter",

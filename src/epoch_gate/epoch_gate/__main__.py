@@ -1,5 +1,5 @@
 import sys
 
-from epoch_gate.cli import main
+from epoch_gate.cli.main import main
 
 sys.exit(main())

@@ -16,16 +16,16 @@ from typing import Callable, Optional
 
 import pytest
 
-from epoch_gate.catalog import parse_catalog
-from epoch_gate.manifest import parse_manifest, sample
-from epoch_gate.observations import load_observations, make_observation, write_observation
-from epoch_gate.pin import Pin, PinnedFile, parse_pin
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.evidence.manifest import parse_manifest, sample
+from epoch_gate.evidence.observations import load_observations, make_observation, write_observation
+from epoch_gate.evidence.pin import Pin, PinnedFile, parse_pin
 from epoch_gate.reasons import Code, EvidenceError
 
 STEPPED = """
 import sys
 from pathlib import Path
-from epoch_gate import atomic
+from epoch_gate.evidence import atomic
 
 def stepped(name, real):
     def step(*args):
@@ -40,19 +40,19 @@ for name in ("fsync", "replace", "link", "unlink"):
 
 WRITERS = {
     "witness": """
-from epoch_gate.observations import make_observation, write_observation
+from epoch_gate.evidence.observations import make_observation, write_observation
 w = b"x" * 100_000
 o = make_observation(suite="suite", epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=w, bound="b", line=1,
                      detail="d")
 write_observation(Path(sys.argv[1]), o, w)
 """,
     "pin": """
-from epoch_gate.pin import Pin, PinnedFile, write_pin
+from epoch_gate.evidence.pin import Pin, PinnedFile, write_pin
 write_pin(Pin("e-2", PinnedFile("fixtures/gen.py", "b" * 64), (), "c" * 64), Path(sys.argv[1]))
 """,
     "manifest": """
-from epoch_gate.catalog import parse_catalog
-from epoch_gate.manifest import sample, write_manifest
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.evidence.manifest import sample, write_manifest
 catalog = parse_catalog(sys.argv[2].encode(), "catalog.yaml")
 write_manifest(sample(catalog, 2, 3), Path(sys.argv[1]))
 """,

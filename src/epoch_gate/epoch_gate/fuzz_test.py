@@ -13,18 +13,18 @@ import os
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from epoch_gate.catalog import parse_catalog
-from epoch_gate.changes import ChangedPath
-from epoch_gate.check import check_manifest, check_pin, check_replay
-from epoch_gate.decision import Expected, Identities, Label
-from epoch_gate.freezes import Freeze, parse_freeze_files
-from epoch_gate.hashing import canonical_json, sha256_bytes
-from epoch_gate.manifest import parse_manifest, sample
-from epoch_gate.observations import make_observation, parse_observation_files
-from epoch_gate.pin import Pin, PinnedFile
-from epoch_gate.protection import ProtectedSet
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.change.changed import ChangedPath
+from epoch_gate.evidence.verify import check_manifest, check_pin, check_replay
+from epoch_gate.verdict.suite import Expected, Identities, Label
+from epoch_gate.evidence.freezes import Freeze, parse_freeze_files
+from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
+from epoch_gate.evidence.manifest import parse_manifest, sample
+from epoch_gate.evidence.observations import make_observation, parse_observation_files
+from epoch_gate.evidence.pin import Pin, PinnedFile
+from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
-from epoch_gate.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, decide
 
 settings.register_profile("ci", max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),

@@ -1,4 +1,4 @@
-"""Test support, not shipped: the tests' way into the one judgement (`epoch_gate.judge.judge`), a suite
+"""Test support, not shipped: the tests' way into the one judgement (`epoch_gate.verdict.judge.judge`), a suite
 named "suite" and the change given as a flat set of facts and judged exactly as the plugin and the CLI
 have them judged; and a structural check of an attestation (`layout_problems`), what a verifier would
 read of the statement the gate writes."""
@@ -11,18 +11,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from epoch_gate.attestation import FAILED, PREDICATE_TYPE, REPORT_NAME, STATEMENT_TYPE, SUBJECT_NAME
-from epoch_gate.changes import ChangedPath
-from epoch_gate.check import ReplayEvidence
-from epoch_gate.decision import Expected, Identities, Verdict
-from epoch_gate.freezes import Freeze
-from epoch_gate.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
-from epoch_gate.observations import Observation
-from epoch_gate.oracle import OracleChange
-from epoch_gate.protection import ProtectedSet
+from epoch_gate.verdict.attestation import FAILED, PREDICATE_TYPE, REPORT_NAME, STATEMENT_TYPE, SUBJECT_NAME
+from epoch_gate.change.changed import ChangedPath
+from epoch_gate.evidence.verify import ReplayEvidence
+from epoch_gate.verdict.suite import Expected, Identities, Verdict
+from epoch_gate.evidence.freezes import Freeze
+from epoch_gate.verdict.judge import ChangeFacts, SuiteFacts, SuiteOracle, judge
+from epoch_gate.evidence.observations import Observation
+from epoch_gate.change.oracle import OracleChange
+from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Reason
-from epoch_gate.replay_result import ReplayResult
-from epoch_gate.report import Report, suite_folder
+from epoch_gate.evidence.replay_result import ReplayResult
+from epoch_gate.verdict.report import Report, suite_folder
 
 SUITE = "suite"
 OUT = "dist/gate"

@@ -8,11 +8,12 @@ short list of core modules below, which it imports (`shipped_test` checks that l
 - `child` and `data`: the only process that runs product code, answering every call with data.
 - `confine`: the child's own jail, its resource limits, and the watch over its process tree.
 - `finder`: imports from the sandbox under declared names only.
+- `isolation`: the bubblewrap arguments of every jail (the gate's own, for generators and replays, too).
+- `requirements`: the replay's third-party wheels, unpacked onto the child's import path.
 """
 
 # Stdlib-only core modules the runner imports: the artifacts it reads and writes, and their checks.
-SHIPPED_CORE = ("epoch_gate", "epoch_gate.atomic", "epoch_gate.catalog", "epoch_gate.folders", "epoch_gate.hashing",
-                "epoch_gate.isolation", "epoch_gate.manifest", "epoch_gate.observations", "epoch_gate.reasons",
-                "epoch_gate.replay_result", "epoch_gate.requirements", "epoch_gate.strictjson", "epoch_gate.text",
-                "epoch_gate.world")
+SHIPPED_CORE = ("epoch_gate", "epoch_gate.reasons", "epoch_gate.text", "epoch_gate.evidence",
+                *(f"epoch_gate.evidence.{name}" for name in ("atomic", "catalog", "folders", "hashing", "manifest",
+                                                              "observations", "replay_result", "strictjson", "world")))
 ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.catalog import Catalog, Property
-from epoch_gate.manifest import sample
-from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import channel
 from epoch_gate.runner import parent as replay
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.catalog import Catalog, Property
-from epoch_gate.manifest import sample
-from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import parent as replay
 from epoch_gate.runner.child import LOADED_FROM
-from epoch_gate.world import world_sha256
+from epoch_gate.evidence.world import world_sha256
 
 ORACLE = "split_checks"  # the predicates' module: unique, so the parent's import cache never mixes tests
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Optional
 
-from epoch_gate.isolation import child_jail_arguments
+from epoch_gate.runner.isolation import child_jail_arguments
 
 MiB = 1 << 20
-# Passed through to the child's jail: the stopped clock (epoch_gate.isolation.jailed_argv), nothing else.
+# Passed through to the child's jail: the stopped clock (epoch_gate.runner.isolation.jailed_argv), nothing else.
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
 POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
@@ -58,7 +58,7 @@ class Limits:
 
 
 def interpreter_folders() -> list[str]:
-    """The folders this interpreter runs from (as `epoch_gate.isolation.PREFIXES` finds them)."""
+    """The folders this interpreter runs from (as `epoch_gate.runner.isolation.PREFIXES` finds them)."""
     executable = os.path.realpath(sys.executable)
     return sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(executable))})
 

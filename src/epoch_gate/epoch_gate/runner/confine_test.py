@@ -13,10 +13,10 @@ from typing import Optional
 
 import pytest
 
-from epoch_gate.catalog import Catalog, Property
-from epoch_gate.isolation import child_jail_arguments
-from epoch_gate.manifest import sample
-from epoch_gate.replay_result import PropertyOutcome
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.runner.isolation import child_jail_arguments
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import parent
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.runner.confine import ChildJail, Limits

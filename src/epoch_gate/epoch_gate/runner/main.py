@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
-from epoch_gate.manifest import load_manifest
+from epoch_gate.evidence.manifest import load_manifest
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.requirements import UNPACKED, unpacked
+from epoch_gate.runner.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
 from epoch_gate.runner.channel import ChildFailed
 from epoch_gate.runner.confine import ChildJail, Limits
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--child-path", action="append", default=[],
                         help="a folder on the child's import path after the standard library (repeatable)")
     parser.add_argument("--child-jail", metavar="BWRAP",
-                        help="start the child in a jail of its own with this bubblewrap (epoch_gate.isolation)")
+                        help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.isolation)")
     defaults = Limits()
     for name, default in vars(defaults).items():
         parser.add_argument(f"--child-{name.replace('_', '-')}", type=int, default=default, dest=f"limit_{name}",

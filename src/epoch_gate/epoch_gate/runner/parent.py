@@ -30,18 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from epoch_gate.atomic import replace_file
-from epoch_gate.catalog import Property
-from epoch_gate.hashing import canonical_json
-from epoch_gate.manifest import Manifest
-from epoch_gate.observations import Observation, make_observation, write_observation
+from epoch_gate.evidence.atomic import replace_file
+from epoch_gate.evidence.catalog import Property
+from epoch_gate.evidence.hashing import canonical_json
+from epoch_gate.evidence.manifest import Manifest
+from epoch_gate.evidence.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError
-from epoch_gate.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
+from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging
 from epoch_gate.runner.channel import Channel, ChildFailed, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
-from epoch_gate.world import LoadedWorld, load_world, record_batches
+from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 
 Predicate = Callable[[object, judging.Product], object]
 Batch = list[tuple[int, bytes]]  # (line number, exact record bytes)

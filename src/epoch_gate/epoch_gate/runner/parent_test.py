@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.catalog import Catalog, Property
-from epoch_gate.check import check_replay
-from epoch_gate.manifest import sample
-from epoch_gate.observations import load_observations, observation_id
-from epoch_gate.replay_result import ReplayResult
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.evidence.verify import check_replay
+from epoch_gate.evidence.manifest import sample
+from epoch_gate.evidence.observations import load_observations, observation_id
+from epoch_gate.evidence.replay_result import ReplayResult
 from epoch_gate.runner import judging
 from epoch_gate.runner import parent as replay
-from epoch_gate.world import world_sha256
+from epoch_gate.evidence.world import world_sha256
 
 PREDICATES = '''
 def positive(record, product):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import epoch_gate
-from epoch_gate.closure import closure, imported
+from epoch_gate.change.closure import closure, imported
 from epoch_gate.runner import ENTRY_POINTS, SHIPPED_CORE
 
 ROOT = Path(epoch_gate.__file__).resolve().parent.parent

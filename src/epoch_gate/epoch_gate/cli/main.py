@@ -1,0 +1,220 @@
+"""`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
+
+Exit codes: 0 eligible, 1 closed, 2 hold (docs/contract.md, Verdict); 64 a usage error; for `pin`,
+`sample` and `replay`, 0 done and 1 refused (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+from typing import NoReturn, Optional, Sequence
+
+from epoch_gate import __version__
+
+EX_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's 2 would read as "hold"
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _print_reason_error(error: Exception) -> int:
+    from epoch_gate.reasons import EvidenceError
+
+    if isinstance(error, EvidenceError):
+        r = error.reason
+        print(f"refused {r.line()}", file=sys.stderr)
+        if r.expected or r.found:
+            print(f"  {r.comparison()}", file=sys.stderr)
+        return 1
+    raise error
+
+
+def _sha_or_none(root: Path, rel: str) -> Optional[str]:
+    from epoch_gate.evidence.hashing import sha256_file
+
+    path = root / rel
+    return sha256_file(path) if path.is_file() and not path.is_symlink() else None
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from epoch_gate.evidence.pin import PinnedFile, load_pin, mint_pin, write_pin
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.evidence.world import world_sha256
+
+    root = Path(args.root)
+    try:
+        existing = load_pin(root / args.pin, args.pin) if (root / args.pin).exists() else None
+        shas = {}
+        for rel in [args.generator, *args.input]:
+            sha = _sha_or_none(root, rel)
+            if sha is None:
+                print(f"refused: {rel} is not a regular file", file=sys.stderr)
+                return 1
+            shas[rel] = sha
+        world = world_sha256(Path(args.world)) if args.world else None
+        pin = mint_pin(epoch_id=args.epoch_id, generator=PinnedFile(args.generator, shas[args.generator]),
+                       inputs={i: shas[i] for i in args.input}, world_sha256=world, existing=existing,
+                       path=args.pin)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    write_pin(pin, root / args.pin)
+    print(f"pinned epoch {pin.epoch_id} (generator sha256 {pin.generator.sha256}) in {args.pin}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from epoch_gate.evidence.catalog import parse_catalog
+    from epoch_gate.evidence.manifest import sample, write_manifest
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.evidence.strictjson import read_bytes
+
+    try:
+        catalog = parse_catalog(read_bytes(Path(args.catalog), args.catalog), args.catalog)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    try:
+        manifest = sample(catalog, args.seed, args.k)
+    except ValueError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    write_manifest(manifest, Path(args.out))
+    names = ", ".join(p.name for p in manifest.properties)
+    print(f"drew {manifest.k} of {len(catalog.properties)} properties with seed {manifest.seed}: {names}")
+    print(f"manifest sha256 {manifest.manifest_sha256} in {args.out}")
+    return 0
+
+
+def cmd_annotations(args: argparse.Namespace) -> int:
+    import json
+
+    from epoch_gate.verdict.annotations import Style, lines
+    from epoch_gate.reasons import Code, Reason
+
+    try:
+        value = json.loads(Path(args.report).read_bytes())
+        if not isinstance(value, dict) or not isinstance(value.get("reasons"), list):
+            raise ValueError("no reasons list")
+    except (OSError, ValueError) as exc:
+        unreadable = Reason(Code.ARTIFACT_MALFORMED, args.report, "", "", f"not a readable report.json ({exc})")
+        print(f"refused {unreadable.line()}", file=sys.stderr)
+        return 1
+    for line in lines(value, Style(args.format)):
+        print(line)
+    return 0
+
+
+def cmd_identities(args: argparse.Namespace) -> int:
+    from epoch_gate.evidence.manifest import load_manifest
+    from epoch_gate.evidence.pin import load_pin
+    from epoch_gate.reasons import EvidenceError
+
+    try:
+        pin = load_pin(Path(args.pin), args.pin)
+        manifest = load_manifest(Path(args.manifest), args.manifest)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    print(f"epoch     {pin.epoch_id} (generator sha256 {pin.generator.sha256})")
+    print(f"manifest  sha256 {manifest.manifest_sha256}")
+    return 0
+
+
+def cmd_held_out_seed(args: argparse.Namespace) -> int:
+    """Re-derives a suite's held-out seed from the key (as `pants gate --gate-candidate` did) and prints it:
+    the generator's `--seed`, for `epoch-gate replay` over the world it draws."""
+    import os
+
+    from epoch_gate.evidence import held_out
+    from epoch_gate.reasons import EvidenceError
+
+    key, unusable = held_out.load_key(held_out.Key(args.key_env, args.key_file), os.environ)
+    if unusable is not None:
+        return _print_reason_error(EvidenceError(unusable))
+    if key is None:
+        print(f"refused: no key: set ${args.key_env} or pass --key-file", file=sys.stderr)
+        return 1
+    seed = held_out.seed(held_out.draw_key(key, args.tree), args.suite, args.epoch_id)
+    digest = held_out.seed_sha256(seed)
+    if args.expect_sha256 and digest != args.expect_sha256:
+        print(f"refused: the seed's sha256 is {digest}, not {args.expect_sha256}: another key, tree, suite or epoch",
+              file=sys.stderr)
+        return 1
+    print(seed)
+    return 0
+
+
+def _object_id(value: str) -> str:
+    if len(value) not in (40, 64) or any(c not in "0123456789abcdef" for c in value):
+        raise argparse.ArgumentTypeError(f"not a git object id (40 or 64 lower-case hex digits): {value!r}")
+    return value
+
+
+def _date(value: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO date: {value!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    top = _Parser(prog="epoch-gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"epoch-gate {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    pin = sub.add_parser("pin", help="mint the epoch pin from the generator and input bytes")
+    pin.add_argument("--root", default=".")
+    pin.add_argument("--pin", default="fixtures/EPOCH")
+    pin.add_argument("--epoch-id", required=True)
+    pin.add_argument("--generator", required=True)
+    pin.add_argument("--input", action="append", default=[])
+    pin.add_argument("--world", help="a fixture world the generator produced, to pin its digest")
+    pin.set_defaults(run=cmd_pin)
+
+    smp = sub.add_parser("sample", help="draw k properties from the catalog with a seed")
+    smp.add_argument("--catalog", required=True)
+    smp.add_argument("--seed", type=int, required=True)
+    smp.add_argument("--k", type=int, required=True)
+    smp.add_argument("--out", default="checks/manifest.json")
+    smp.set_defaults(run=cmd_sample)
+
+    from epoch_gate.runner.main import add_arguments, run_replay
+
+    rep = sub.add_parser("replay", help="evaluate the sampled predicates over a fixture world")
+    add_arguments(rep)
+    rep.set_defaults(run=run_replay)
+
+    from epoch_gate.cli.check import add_arguments as add_check_arguments, run_check
+
+    chk = sub.add_parser("check", help="compute the verdict (exit 0 eligible, 1 closed, 2 hold)")
+    add_check_arguments(chk, _date)
+    chk.set_defaults(run=run_check)
+
+    ann = sub.add_parser("annotations", help="print one CI annotation per reason of a report.json")
+    ann.add_argument("report", help="the gate's report.json")
+    ann.add_argument("--format", choices=["github", "plain"], default="github")
+    ann.set_defaults(run=cmd_annotations)
+
+    held = sub.add_parser("held-out-seed", help="re-derive a suite's held-out seed from the key (the generator's --seed)")
+    held.add_argument("--tree", required=True, type=_object_id, help="the judged tree (the statement's gitTree)")
+    held.add_argument("--suite", required=True, help="the sampled_properties address")
+    held.add_argument("--epoch-id", required=True)
+    held.add_argument("--key-env", default="EPOCH_GATE_HELD_OUT_KEY", help="the variable holding the key")
+    held.add_argument("--key-file", help="a file holding the key, instead of the variable")
+    held.add_argument("--expect-sha256", help="the report's held_out.seed_sha256: refuse any other seed")
+    held.set_defaults(run=cmd_held_out_seed)
+
+    ids = sub.add_parser("identities", help="print the epoch and manifest identities")
+    ids.add_argument("--pin", default="fixtures/EPOCH")
+    ids.add_argument("--manifest", default="checks/manifest.json")
+    ids.set_defaults(run=cmd_identities)
+    return top
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.run(args))

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+
+from epoch_gate.runner import isolation
+from epoch_gate.runner.isolation import FIXED_CLOCK_SECONDS, judge_probe
+
+PY = ["/opt/py3.9"]
+
+
+def binds(args: list[str]) -> list[tuple[str, str]]:
+    """(option, path) for every mount bwrap is asked to make, in order."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg in ("--ro-bind", "--ro-bind-try", "--bind"):
+            out.append((arg, args[i + 1]))
+        elif arg == "--tmpfs":
+            out.append((arg, args[i + 1]))
+    return out
+
+
+def test_the_build_root_is_not_mounted_when_no_bound_folder_contains_it() -> None:
+    args = isolation.jail_arguments(PY, "/home/dev/repo")
+    assert "/home/dev/repo" not in args
+    # A user of its own that is not 0, even for root: a bwrap started as uid 0 cannot nest the child's jail.
+    assert args[args.index("--uid") + 1] == args[args.index("--gid") + 1] == str(isolation.JAIL_UID) != "0"
+    assert ("--ro-bind", "/opt/py3.9") in binds(args)
+    assert args[args.index("--chdir") + 1] == "{chroot}"
+    for flag in ("--unshare-all", "--die-with-parent", "--clearenv", "--cap-drop"):
+        assert flag in args
+
+
+def test_a_build_root_under_a_system_folder_is_hidden_under_tmpfs() -> None:
+    mounts = binds(isolation.jail_arguments(PY, "/usr/src/app"))
+    assert mounts.index(("--tmpfs", "/usr/src/app")) > mounts.index(("--ro-bind-try", "/usr"))
+
+
+def test_a_build_root_under_the_interpreter_prefix_is_hidden_after_it() -> None:
+    mounts = binds(isolation.jail_arguments(["/home/dev"], "/home/dev/repo"))
+    assert mounts.index(("--tmpfs", "/home/dev/repo")) > mounts.index(("--ro-bind", "/home/dev"))
+
+
+def test_a_virtualenv_inside_the_build_root_stays_visible_after_the_mask() -> None:
+    mounts = binds(isolation.jail_arguments(["/usr", "/usr/src/app/.venv"], "/usr/src/app"))
+    assert mounts.index(("--ro-bind", "/usr/src/app/.venv")) > mounts.index(("--tmpfs", "/usr/src/app"))
+    assert mounts.count(("--ro-bind", "/usr")) == 0  # already read-only as a system folder
+
+
+def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_asked() -> None:
+    argv = isolation.jailed_argv(["python", "gen.py"], {"TZ": "UTC", "LC_ALL": "C"}, PY, "/r", True)
+    assert argv[0] == isolation.BWRAP and argv[-3:] == ["--", "python", "gen.py"]
+    pairs = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+    assert pairs == {"TZ": "UTC", "LC_ALL": "C", "LD_PRELOAD": f"{{chroot}}/{isolation.FAKETIME}",
+                     "FAKETIME": isolation.FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"}
+    unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False)
+    assert "LD_PRELOAD" not in unclocked and "FAKETIME" not in unclocked
+
+
+def report(tree: tuple[str, ...] = (), interfaces: tuple[str, ...] = ("lo",),
+           clock: float = FIXED_CLOCK_SECONDS, child: str = "2 False") -> bytes:
+    return json.dumps({"tree": list(tree), "interfaces": list(interfaces), "clock": clock, "child": child}).encode()
+
+
+def test_a_probe_that_saw_nothing_and_a_stopped_clock_is_a_full_jail() -> None:
+    judged = judge_probe("bubblewrap 0.8.0", 0, report(), b"", True)
+    assert judged.jailed and judged.fixed_clock and judged.failure is None
+    assert judged.description == ("bubblewrap 0.8.0: no working tree, no network, the product in a jail of its "
+                                  "own, clock stopped at 2000-01-01T00:00:00Z")
+    assert isolation.is_jailed(judged.description)
+
+
+def test_a_running_clock_is_reported_not_claimed() -> None:
+    judged = judge_probe("bubblewrap 0.8.0", 0, report(clock=1.8e9), b"", True)
+    assert judged.jailed and not judged.fixed_clock and "host clock" in judged.description
+    # Nor is a stopped clock claimed when libfaketime was not preloaded, whatever the probe read.
+    assert not judge_probe("bubblewrap 0.8.0", 0, report(), b"", False).fixed_clock
+
+
+def test_every_doubtful_probe_means_no_jail() -> None:
+    cases = [
+        (1, report(), b"bwrap: No permissions to creating new namespace", "would not start"),
+        (0, b"", b"", "no report"),
+        (0, b'{"tree": []}', b"", "no report"),
+        (0, b"\xff", b"", "no report"),
+        (0, report(tree=("pants.toml", "src")), b"", "still shows the working tree"),
+        (0, report(interfaces=("eth0", "lo")), b"", "network interfaces"),
+        (0, report(interfaces=()), b"", "network interfaces"),
+        (0, report(child="1 False"), b"", "the product's own jail would not start"),  # no PID namespace
+        (0, report(child="2 True"), b"", "the product's own jail would not start"),  # a /proc to look in
+        (0, report(child="exit 1: bwrap: setting up uid map: Operation not permitted"), b"", "uid map"),
+    ]
+    for exit_code, stdout, stderr, why in cases:
+        judged = judge_probe("bubblewrap 0.8.0", exit_code, stdout, stderr, True)
+        assert not judged.jailed and not judged.fixed_clock, (stdout, judged)
+        assert judged.failure and why in judged.failure and judged.description.startswith("none ("), judged
+        assert not isolation.is_jailed(judged.description)
+
+
+def test_a_host_restriction_is_named_with_its_fix_when_the_jail_fails() -> None:
+    fix = "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run `sudo sysctl -w x`"
+    judged = judge_probe("bubblewrap 0.9.0", 1, b"", b"bwrap: setting up uid map: Permission denied", True, fix)
+    assert judged.failure == ("bubblewrap would not start a jail here (exit 1: bwrap: setting up uid map: "
+                              f"Permission denied); {fix}")
+
+
+def test_prefixes_must_be_absolute_paths() -> None:
+    assert isolation.read_prefixes(b'["/usr", "/opt/py"]') == ["/usr", "/opt/py"]
+    for bad in (b'"/usr"', b'["usr"]', b"[1]", b"{}"):
+        try:
+            isolation.read_prefixes(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
