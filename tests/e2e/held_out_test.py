@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -69,11 +70,21 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     return repo
 
 
-def _judge(example: Repo) -> Repo:
+@pytest.fixture
+def judges() -> Iterator[list[Repo]]:
+    """The judges' worktrees a test made, each with its pantsd, stopped when the test ends."""
+    made: list[Repo] = []
+    yield made
+    for judge in made:
+        judge.stop_daemon()
+
+
+def _judge(example: Repo, judges: list[Repo]) -> Repo:
     path = example.root.parent / f"judge-{example.head()[:8]}"
     if not path.exists():
         example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
-    return Repo(path)
+    judges.append(Repo(path, daemon=True))
+    return judges[-1]
 
 
 def _candidate(example: Repo, name: str, path: str, text: str) -> str:
@@ -90,10 +101,10 @@ def _drawn(run: GateRun, address: str) -> dict[str, object]:
     return held
 
 
-def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
+def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> None:
     readme = (example.root / "README.md").read_text()
     honest = _candidate(example, "honest", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example)
+    judge = _judge(example, judges)
 
     # A generator that refuses --seed is a reason, never a silent skip; the other suite is drawn.
     run = judge.gate(f"--gate-candidate={honest}", env=KEYED)
@@ -111,7 +122,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
         'generator="generate_inventory.py",', 'generator="generate_inventory.py",\n    held_out=False,'))
     example.land("the inventory fixture opts out of held-out draws")
     honest = _candidate(example, "honest-2", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example)
+    judge = _judge(example, judges)
     first = judge.gate(f"--gate-candidate={honest}", env=KEYED)
     assert first.verdict == "eligible", first.stdout
     assert first.suite(INVENTORY)["held_out"] == {

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,11 @@ class GateRun:
 
 
 class Repo:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, daemon: bool = False) -> None:
         self.root = root
+        # With pantsd a repository's later runs skip Pants' start-up (~10 s each); whoever turns it on
+        # calls `stop_daemon` when done, so no daemon outlives the test.
+        self.daemon = daemon
 
     @classmethod
     def from_example(cls, source: Path, dest: Path) -> "Repo":
@@ -68,10 +73,25 @@ class Repo:
         repo.land("the example, as landed")
         return repo
 
-    def clone_to(self, dest: Path) -> "Repo":
+    def clone_to(self, dest: Path, daemon: bool = False) -> "Repo":
         shutil.copytree(self.root, dest, symlinks=True,
                         ignore=shutil.ignore_patterns("dist", ".pants.d", ".pids", "__pycache__"))
-        return Repo(dest)
+        return Repo(dest, daemon)
+
+    def stop_daemon(self) -> None:
+        """Stops the pantsd this repository started, if any, and waits until it is gone."""
+        for pid_file in self.root.glob(".pids/*/pantsd/pid"):
+            pid = int(pid_file.read_text().strip() or 0)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    break
+                deadline = time.monotonic() + 10
+                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if not Path(f"/proc/{pid}").exists():
+                    break
 
     def git(self, *args: str) -> str:
         done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=True,
@@ -109,7 +129,7 @@ class Repo:
     def pants(self, *args: str, env: dict[str, str] = {}) -> subprocess.CompletedProcess[str]:  # noqa: B006
         kept = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME",
                                                               "EPOCH_GATE_CACHE")}
-        return subprocess.run(["./pants", "--no-pantsd", *args], cwd=self.root, capture_output=True, text=True,
+        return subprocess.run(["./pants", *(() if self.daemon else ("--no-pantsd",)), *args], cwd=self.root, capture_output=True, text=True,
                               env={**kept, **GIT_ENV, **env}, timeout=900)
 
     def gate(self, *args: str, specs: tuple[str, ...] = ("::",), env: dict[str, str] = {}) -> GateRun:  # noqa: B006

@@ -12,6 +12,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -137,11 +138,13 @@ mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
 
 
 @pytest.fixture(scope="module")
-def judge(example: Repo) -> Repo:
+def judge(example: Repo) -> Iterator[Repo]:
     """A detached worktree of the trusted ref: what `docs/ci/gate.sh` makes in CI."""
     path = example.root.parent / "judge"
     example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
-    return Repo(path)
+    judge = Repo(path, daemon=True)
+    yield judge
+    judge.stop_daemon()
 
 
 def candidate(example: Repo, name: str, *edits: tuple[str, str, str], files: dict[str, str] = {}) -> str:  # noqa: B006
@@ -340,7 +343,7 @@ def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example
     statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
     assert statement["subject"][0]["digest"]["gitCommit"] == commit
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
-    again = judged(judge, commit, "--stats-log", "-ldebug")
+    again = judged(judge, commit, "--no-pantsd", "--stats-log", "-ldebug")  # as CI runs it: no daemon
     assert again.verdict == "eligible"
     assert [line for line in again.stdout.splitlines() if not line.startswith("report")] == \
         [line for line in first.stdout.splitlines() if not line.startswith("report")]
