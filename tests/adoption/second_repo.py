@@ -141,9 +141,9 @@ class NewRepo:
         for rel, text in FILES.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
-        # `pants` on PATH, as a user has it; never a daemon left behind by a test.
+        # `pants` on PATH, as a user has it, with its daemon (the fixture stops it: `stop_pantsd`).
         shim = bin_dir / "pants"
-        shim.write_text('#!/bin/sh\nPANTS_PANTSD=false exec ./pants "$@"\n')
+        shim.write_text('#!/bin/sh\nexec ./pants "$@"\n')
         shim.chmod(0o755)
         repo = cls(root, bin_dir)
         subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)

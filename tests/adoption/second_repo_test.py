@@ -7,29 +7,34 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
 
 from epoch_gate.testutil import layout_problems
 from tests.adoption.second_repo import NewRepo, documented_commands
+from tests.e2e.repo import stop_pantsd
 
 LOOSENED = ('    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',
             "    return True\n")
 
 
 @pytest.fixture(scope="module")
-def adopted(tmp_path_factory: pytest.TempPathFactory) -> NewRepo:
+def adopted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NewRepo]:
     here = Path.cwd()
     wheels = sorted(here.glob("epoch_gate*.whl"))  # at the sandbox root, where Pants puts the packages
     assert {w.name.split("-")[0] for w in wheels} == {"epoch_gate", "epoch_gate_pants"}, wheels
     repo = NewRepo.create(tmp_path_factory.mktemp("adoption"), wheels, here)
-    for command in documented_commands((here / "docs/adopting.md").read_text()):
-        done = repo.sh(command, timed=True)
-        if command != "pants gate ::":
-            assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"
-    print("\n".join(f"{seconds:7.1f} s  {command}" for command, seconds in repo.timings))
-    return repo
+    try:
+        for command in documented_commands((here / "docs/adopting.md").read_text()):
+            done = repo.sh(command, timed=True)
+            if command != "pants gate ::":
+                assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"
+        print("\n".join(f"{seconds:7.1f} s  {command}" for command, seconds in repo.timings))
+        yield repo
+    finally:
+        stop_pantsd(repo.root)
 
 
 def report(repo: NewRepo) -> dict:

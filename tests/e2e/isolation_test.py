@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from typing import Optional
 
 import pytest
@@ -44,10 +43,9 @@ def why_the_jail_cannot_run(repo: Repo) -> Optional[str]:
     return None
 
 
-def test_a_generator_that_reads_the_working_tree_fails_in_the_jail(tmp_path: Path) -> None:
+def test_a_generator_that_reads_the_working_tree_fails_in_the_jail(repo: Repo) -> None:
     """A generator that looks at the code under test by absolute path could tailor the world to it.
     Pinned by someone who ran it unjailed, it passes a plain sandbox; in the jail it cannot see the file."""
-    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
     unavailable = why_the_jail_cannot_run(repo)
     if unavailable is not None:
         pytest.skip(f"no jail on this machine: {unavailable}")

@@ -19,6 +19,22 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid", 
            "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
+def stop_pantsd(root: Path) -> None:
+    """Stops the pantsd a test started in `root`, if any, and waits until it is gone."""
+    for pid_file in root.glob(".pids/*/pantsd/pid"):
+        pid = int(pid_file.read_text().strip() or 0)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if not Path(f"/proc/{pid}").exists():
+                break
+
+
 @dataclass(frozen=True)
 class GateRun:
     exit_code: int
@@ -79,19 +95,7 @@ class Repo:
         return Repo(dest, daemon)
 
     def stop_daemon(self) -> None:
-        """Stops the pantsd this repository started, if any, and waits until it is gone."""
-        for pid_file in self.root.glob(".pids/*/pantsd/pid"):
-            pid = int(pid_file.read_text().strip() or 0)
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    break
-                deadline = time.monotonic() + 10
-                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if not Path(f"/proc/{pid}").exists():
-                    break
+        stop_pantsd(self.root)
 
     def git(self, *args: str) -> str:
         done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=True,

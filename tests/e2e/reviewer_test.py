@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from tests.e2e.repo import Repo
 
 
-def test_sample_properties_reproduces_the_committed_manifest(tmp_path: Path) -> None:
-    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+def test_sample_properties_reproduces_the_committed_manifest(repo: Repo) -> None:
     committed = (repo.root / "checks/manifest.json").read_bytes()
     (repo.root / "checks/manifest.json").unlink()
     done = repo.pants("sample-properties", "--seed=20261220", "--k=8", "checks:manifest")
@@ -17,8 +15,7 @@ def test_sample_properties_reproduces_the_committed_manifest(tmp_path: Path) -> 
     assert (repo.root / "checks/manifest.json").read_bytes() == committed  # same draw, byte for byte
 
 
-def test_pin_epoch_refuses_to_reuse_an_id_for_a_new_generator(tmp_path: Path) -> None:
-    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+def test_pin_epoch_refuses_to_reuse_an_id_for_a_new_generator(repo: Repo) -> None:
     pinned = (repo.root / "fixtures/EPOCH").read_bytes()
     repo.edit("fixtures/generate_orders.py", "import json\n", "import json  # changed\n")
     epoch_id = json.loads(pinned)["epoch_id"]
