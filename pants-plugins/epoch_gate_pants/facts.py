@@ -31,6 +31,22 @@ def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
     return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
 
 
+def replay_line(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId) -> str:
+    """A suite's replay in one line, logged as soon as it is done: how many sampled properties passed over
+    how many records, and whether a cache answered. (The verdict is the report's: it weighs more.)"""
+    held = " of a held-out world" if run.held_out else ""
+    replay, failed, cached = _replayed(run, contents, run_id)
+    reasons = [*run.reasons, *failed, *(replay.reasons if replay else ())]
+    if replay is None or replay.result is None:
+        return f"{run.address}: no replay{held} to judge ({', '.join(sorted({r.code.value for r in reasons}))})"
+    properties = replay.result.properties
+    world = run.held_out.world if run.held_out else run.epoch.world
+    records = sum(world.records.get(bound, 0) for bound in {p.bound for p in properties})
+    passed = sum(p.outcome == "pass" for p in properties)
+    return (f"{run.address}: {passed} of {len(properties)} sampled properties pass over {records:,} records{held}"
+            f"{' (from the cache)' if cached else ''}")
+
+
 def replay_facts(oracle: SuiteOracle, run: ReplayRun, contents: Optional[DigestContents], isolation: str,
                  run_id: RunId, held: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))) -> SuiteFacts:
     """One suite's facts from its replay run: identities, what a complete replay must show, its output."""

@@ -110,6 +110,35 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
                         sources, FrozenDict(sha256))
 
 
+def _generator_argv(python: str, files: FixtureFiles, seed: Optional[str]) -> list[str]:
+    argv = [python, "-B", "-S", "-s", files.generator_path, "--out", WORLD_DIR]
+    for path in files.input_paths:
+        argv += ["--input", path]
+    return argv + (["--seed", seed] if seed is not None else [])
+
+
+def _generator_failed(result: FallibleProcessResult, files: FixtureFiles, seed: Optional[str]) -> Reason:
+    if seed is not None:  # the seed is named by its digest only, even in an echo of it
+        said = last_line(result.stderr.replace(seed.encode(), b"<seed>"))
+        return Reason(Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
+                      f"exit {result.exit_code}", f"the generator failed with --seed: {said}. Make it take "
+                      "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`")
+    return Reason(Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
+                  f"the generator failed in its sandbox: {last_line(result.stderr)}")
+
+
+async def _world_of(output: Digest) -> FixtureWorld:
+    """The generated world: its listing digest and record counts, or why it is not a world."""
+    entries, contents = await MultiGet(Get(DigestEntries, Digest, output), Get(DigestContents, Digest, output))
+    listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint
+               for e in entries if isinstance(e, FileEntry)}
+    records = record_counts({os.path.relpath(c.path, WORLD_DIR): c.content for c in contents})
+    try:
+        return FixtureWorld(output, listing_sha256(listing), None, FrozenDict(records))
+    except EvidenceError as error:
+        return FixtureWorld(output, None, error.reason)
+
+
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
 async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup,
                                  options: SampledPropertiesSubsystem) -> FixtureWorld:
@@ -121,16 +150,10 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
                                                                    constraints))
     if jail.refusal is not None:
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
-    python = interpreter.python
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
     inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path,
                                                                            *files.input_paths])))
-    argv = [python.path, "-B", "-S", "-s", files.generator_path, "--out", WORLD_DIR]
-    for path in files.input_paths:
-        argv += ["--input", path]
-    if request.seed is not None:
-        argv += ["--seed", request.seed]
-    argv, env = jail.wrap(argv, dict(HERMETIC_ENV))
+    argv, env = jail.wrap(_generator_argv(interpreter.python.path, files, request.seed), dict(HERMETIC_ENV))
     sandbox = await Get(Digest, MergeDigests([inputs_only, jail.tools]))
     result = await Get(FallibleProcessResult, Process(
         argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
@@ -139,24 +162,8 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     ))
     if result.exit_code != 0:
-        if request.seed is not None:  # the seed is named by its digest only, even in an echo of it
-            said = last_line(result.stderr.replace(request.seed.encode(), b"<seed>"))
-            return FixtureWorld(result.output_digest, None, Reason(
-                Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
-                f"exit {result.exit_code}", f"the generator failed with --seed: {said}. Make it take "
-                "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`"))
-        return FixtureWorld(result.output_digest, None, Reason(
-            Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
-            f"the generator failed in its sandbox: {last_line(result.stderr)}"))
-    entries, contents = await MultiGet(Get(DigestEntries, Digest, result.output_digest),
-                                       Get(DigestContents, Digest, result.output_digest))
-    listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint
-               for e in entries if isinstance(e, FileEntry)}
-    records = record_counts({os.path.relpath(c.path, WORLD_DIR): c.content for c in contents})
-    try:
-        return FixtureWorld(result.output_digest, listing_sha256(listing), None, FrozenDict(records))
-    except EvidenceError as error:
-        return FixtureWorld(result.output_digest, None, error.reason)
+        return FixtureWorld(result.output_digest, None, _generator_failed(result, files, request.seed))
+    return await _world_of(result.output_digest)
 
 
 @rule(desc="Check an epoch pin", level=LogLevel.DEBUG)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import fnmatch
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
@@ -40,7 +41,7 @@ from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.verdict.report import Report
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
-from epoch_gate_pants.facts import held_out_facts, replay_facts
+from epoch_gate_pants.facts import held_out_facts, replay_facts, replay_line
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -48,6 +49,8 @@ from epoch_gate_pants.selfcheck import gate_code_shadowed
 from epoch_gate_pants.subsystems import GateSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import EpochFixtureHeldOutField, EpochFixturePinField, SampledPropertiesTarget
+
+logger = logging.getLogger(__name__)
 
 
 class Gate(Goal):
@@ -110,6 +113,23 @@ def _held_out(request: _RunsRequest, suites: list[Suite]) -> tuple[list[Address]
                    for s in suites if s.target.address not in drawn]
 
 
+@dataclass(frozen=True)
+class _Announced:
+    """A suite's replay run and its output, said in one line as soon as that suite's replay is done."""
+
+    run: ReplayRun
+    contents: DigestContents
+
+
+@rule(desc="Replay a suite", level=LogLevel.DEBUG)
+async def announce_replay(request: ReplayRequest, run_id: RunId) -> _Announced:
+    # RunId makes this rule run in every session, so the line is said in each run, pantsd or not.
+    run = await Get(ReplayRun, ReplayRequest, request)
+    contents = await Get(DigestContents, Digest, run.output)
+    logger.info(replay_line(run, contents, run_id))
+    return _Announced(run, contents)
+
+
 @rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
 async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_targets: AllTargets) -> _Runs:
     everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
@@ -123,8 +143,8 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
     # and the held-out ones beside the pinned ones.
     checked = await MultiGet([
         *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
-        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
-        *(Get(ReplayRun, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
+        *(Get(_Announced, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
+        *(Get(_Announced, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
           for address in held)])
     manifests, runs = checked[:len(usable)], checked[len(usable):len(usable) + len(replayed)]
     held_runs = checked[len(usable) + len(replayed):]
@@ -132,9 +152,8 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
                                              m.manifest_path, m.catalog_path, m.predicate_paths)
                for s, m in zip(usable, manifests)}
     suites = tuple(_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in resolved)
-    outputs = await MultiGet(Get(DigestContents, Digest, r.output) for r in (*runs, *held_runs))
-    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple(zip(runs, outputs)),
-                 tuple(zip(held_runs, outputs[len(runs):])), tuple(not_drawn))
+    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple((r.run, r.contents) for r in runs),
+                 tuple((r.run, r.contents) for r in held_runs), tuple(not_drawn))
 
 
 def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
@@ -226,6 +245,28 @@ def _print(console: Console, gate: GateSubsystem, result: Report, wanted: str, o
                                    else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
 
 
+def _suite_facts(repository: _Runs, isolation: str, held_out_why: str, run_id: RunId) -> list[SuiteFacts]:
+    """Each suite in scope's facts: its replay run and its held-out run, or why it has none."""
+    by_address = {r.address: (r, c) for r, c in repository.runs}
+    held_by_address = {r.address: (r, c) for r, c in repository.held_out}
+    not_drawn = dict(repository.not_drawn)
+    return [_facts(s, *by_address.get(s.address, (None, None)), isolation, run_id, held_out_facts(
+                held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id))
+            for s in repository.in_scope]
+
+
+def _output_paths(root: Path, gate: GateSubsystem, dist_dir: DistDir, global_options: GlobalOptions) -> tuple[str, str]:
+    """Where the report goes, and where it goes instead when a committed `dist` file or symlink would make
+    that write crash or redirect it."""
+    wanted = os.path.normpath(Path(dist_dir.relpath) / gate.output_dir)
+    return wanted, os.path.relpath(Path(global_options.pants_workdir, "epoch_gate", "gate"), root)
+
+
+async def _write(workspace: Workspace, out: str, files: Mapping[str, bytes]) -> None:
+    digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
+    workspace.write_digest(digest, clear_paths=(out,))
+
+
 @goal_rule
 async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
                    dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
@@ -251,17 +292,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     jail, protected, repository = await MultiGet(
         Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
                                                                candidate_digest, tree_key)))
-    by_address = {r.address: (r, c) for r, c in repository.runs}
-    held_by_address = {r.address: (r, c) for r, c in repository.held_out}
-    not_drawn = dict(repository.not_drawn)
-    facts = [_facts(s, *by_address.get(s.address, (None, None)), jail.description, run_id, held_out_facts(
-                 held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), jail.description, run_id))
-             for s in repository.in_scope]
+    facts = _suite_facts(repository, jail.description, held_out_why, run_id)
     archive, freezes, evidence_reasons = await _evidence_files(gate)
     tree, tree_reasons = reviewed(root, change)
-    # A committed `dist` file or symlink must not crash or redirect the write: close, and write elsewhere.
-    wanted = os.path.normpath(Path(dist_dir.relpath) / gate.output_dir)
-    fallback = os.path.relpath(Path(global_options.pants_workdir, "epoch_gate", "gate"), root)
+    wanted, fallback = _output_paths(root, gate, dist_dir, global_options)
     out_or_none, unsafe = output_folder(root, wanted, fallback)
     out = out_or_none or wanted
     judgement = judge(
@@ -277,8 +311,7 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     files = attestation.output_files(judgement.report, judgement.witnesses, tree,
                                      time=datetime.datetime.now(datetime.timezone.utc), root=root)
     if out_or_none is not None:
-        digest = await Get(Digest, CreateDigest([FileContent(f"{out}/{name}", data) for name, data in files.items()]))
-        workspace.write_digest(digest, clear_paths=(out,))
+        await _write(workspace, out, files)
     _print(console, gate, judgement.report, wanted, out_or_none, fallback, unsafe)
     return Gate(exit_code=judgement.report.verdict.label.exit_code)
 

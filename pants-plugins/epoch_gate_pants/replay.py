@@ -331,6 +331,27 @@ async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, m
     )
 
 
+async def _set_up(request: ReplayRequest, suite: Suite, epoch_id: str, manifest: ManifestFiles,
+                  world: FixtureWorld, held_out: bool, dependencies: SuiteDependencies, python_setup: PythonSetup,
+                  runner: CoreRunner, options: SampledPropertiesSubsystem) -> Union[Process, tuple[Reason, ...]]:
+    """The replay's process (its sources placed, an interpreter found, the jail probed), or why it cannot run."""
+    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    sources, interpreter, jail = await MultiGet(
+        Get(ReplaySources, ReplaySourcesRequest(request.address, dependencies.closure,
+                                                suite.manifest[PropertyManifestPredicatesField], manifest,
+                                                request.candidate)),
+        Get(Interpreter, InterpreterConstraints, constraints),
+        Get(Jail),
+    )
+    if interpreter.python is None:
+        return (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),)
+    if sources.refusals:
+        return sources.refusals
+    process = await _replay_process(request, suite, epoch_id, manifest, world, held_out, sources,
+                                    interpreter.python.path, jail, runner, options)
+    return (process,) if isinstance(process, Reason) else process
+
+
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
 async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
                                     options: SampledPropertiesSubsystem) -> ReplayRun:
@@ -359,22 +380,10 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
             Code.ARTIFACT_MALFORMED, str(request.address), "the suite's dependencies resolve in the build graph",
             dependencies.failure, "the suite's transitive dependencies could not be resolved: fix the address "
             "or import the error names"))
-    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
-    sources, interpreter, jail = await MultiGet(
-        Get(ReplaySources, ReplaySourcesRequest(request.address, dependencies.closure,
-                                                suite.manifest[PropertyManifestPredicatesField], manifest,
-                                                request.candidate)),
-        Get(Interpreter, InterpreterConstraints, constraints),
-        Get(Jail),
-    )
-    if interpreter.python is None:
-        return refused(interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints))
-    if sources.refusals:
-        return refused(*sources.refusals)
-    process = await _replay_process(request, suite, pin.epoch_id, manifest, world, held_out is not None, sources,
-                                    interpreter.python.path, jail, runner, options)
-    if isinstance(process, Reason):
-        return refused(process)
+    process = await _set_up(request, suite, pin.epoch_id, manifest, world, held_out is not None, dependencies,
+                            python_setup, runner, options)
+    if not isinstance(process, Process):
+        return refused(*process)
     result = await Get(FallibleProcessResult, Process, process)
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
     return ReplayRun(request.address, epoch, manifest, result, output, held_out=held_out)

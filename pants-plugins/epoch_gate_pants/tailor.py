@@ -18,7 +18,7 @@ from pants.core.goals.tailor import PutativeTarget, PutativeTargets, PutativeTar
 from pants.engine.fs import DigestContents, PathGlobs, Paths
 from pants.build_graph.address import Address, AddressInput
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import AllTargets
+from pants.engine.target import AllTargets, Target
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
@@ -130,68 +130,69 @@ def _pairs(fixtures: list[_Side], manifests: list[_Side]) -> list[tuple[_Side, _
     return pairs
 
 
-@rule(level=LogLevel.DEBUG, desc="Determine candidate epoch_gate targets to create")
-async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequest, all_targets: AllTargets,
-                                           gate: GateSubsystem) -> PutativeTargets:
-    if not gate.tailor:
-        return PutativeTargets()
-    fixtures = [t for t in all_targets if isinstance(t, EpochFixtureTarget)]
-    manifests = [t for t in all_targets if isinstance(t, PropertyManifestTarget)]
+def _claimed(fixtures: list[Target], manifests: list[Target]) -> set[str]:
+    """The files existing fixtures and manifests already name."""
     claimed = {os.path.join(t.address.spec_path, t[f].value) for t in fixtures
                for f in (EpochFixturePinField, EpochFixtureGeneratorField) if t[f].value}
-    claimed |= {os.path.join(t.address.spec_path, t[f].value) for t in manifests
-                for f in (PropertyManifestCatalogField, PropertyManifestSourceField) if t[f].value}
+    return claimed | {os.path.join(t.address.spec_path, t[f].value) for t in manifests
+                      for f in (PropertyManifestCatalogField, PropertyManifestSourceField) if t[f].value}
 
-    found = await Get(Paths, PathGlobs, request.path_globs(PIN, GENERATORS, *CATALOGS))
-    unclaimed = [p for p in found.files if p not in claimed]
+
+async def _from_pins(unclaimed: list[str]) -> list[PutativeTarget]:
+    """An `epoch_fixture` for each unclaimed pin, as the pin itself records it."""
     pins = [p for p in unclaimed if PurePosixPath(p).name == PIN]
-    pin_contents = await Get(DigestContents, PathGlobs(pins)) if pins else ()
-    proposals: list[PutativeTarget] = []
-    pinned_folders = set()
-    for content in pin_contents:
-        folder = os.path.dirname(content.path)
-        ptgt = _from_pin(folder, content.path, content.content)
-        if ptgt:
-            proposals.append(ptgt)
-            pinned_folders.add(folder)
-            claimed.add(os.path.join(folder, ptgt.kwargs["generator"]))
+    contents = await Get(DigestContents, PathGlobs(pins)) if pins else ()
+    found = (_from_pin(os.path.dirname(c.path), c.path, c.content) for c in contents)
+    return [ptgt for ptgt in found if ptgt]
 
+
+async def _from_generators(unclaimed: list[str], claimed: set[str], pinned: set[str]) -> list[PutativeTarget]:
+    """An `epoch_fixture` for each unclaimed generator in a folder without a pin, with its folder's data files."""
     generators: dict[str, list[str]] = {}
     for path in unclaimed:
         if PurePosixPath(path).match(GENERATORS) and path not in claimed:
             generators.setdefault(os.path.dirname(path), []).append(path)
+    proposals: list[PutativeTarget] = []
     for folder, paths in sorted(generators.items()):
-        if folder in pinned_folders:
+        if folder in pinned:
             continue
         inputs: list[str] = []
         if folder:  # at the build root, "every data file below" would be the whole repository
             listing = await Get(Paths, PathGlobs([os.path.join(folder, "**")]))
-            inputs = [p for p in (_relative(f, folder) for f in listing.files if _is_input(f) and f not in claimed) if p]
+            relative = (_relative(f, folder) for f in listing.files if _is_input(f) and f not in claimed)
+            inputs = [p for p in relative if p]
         proposals += [_from_generator(folder, path, inputs, len(paths) == 1) for path in sorted(paths)]
+    return proposals
 
-    for path in unclaimed:
-        name = PurePosixPath(path).name
-        if name in CATALOGS:
-            kwargs = {} if name == PropertyManifestCatalogField.default else {"catalog": name}
-            proposals.append(PutativeTarget.for_target_type(PropertyManifestTarget, os.path.dirname(path),
-                                                            "manifest", [name], kwargs))
 
-    # Pair each fixture and manifest no suite uses yet: the only ones, or by name (a manifest folder
-    # `checks/inventory` with the fixture folder `fixtures/inventory` or generator `generate_inventory.py`).
+def _from_catalogs(unclaimed: list[str]) -> list[PutativeTarget]:
+    """A `property_manifest` beside each unclaimed catalog."""
+    names = [(path, PurePosixPath(path).name) for path in unclaimed if PurePosixPath(path).name in CATALOGS]
+    return [PutativeTarget.for_target_type(PropertyManifestTarget, os.path.dirname(path), "manifest", [name],
+                                           {} if name == PropertyManifestCatalogField.default else {"catalog": name})
+            for path, name in names]
+
+
+async def _suites(all_targets: AllTargets, proposals: list[PutativeTarget]) -> list[PutativeTarget]:
+    """Pair each fixture and manifest no suite uses yet: the only ones, or by name (a manifest folder
+    `checks/inventory` with the fixture folder `fixtures/inventory` or generator `generate_inventory.py`)."""
     suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
     used = await MultiGet(Get(Address, AddressInput, AddressInput.parse(
         str(s[f].value), relative_to=s.address.spec_path, description_of_origin="tailor"))
         for s in suites for f in (SampledPropertiesFixtureField, SampledPropertiesManifestField))
     used_specs = {a.spec for a in used}
-    free_fixtures = [_Side(t.address.spec, t.address.spec_path, _fixture_keys(t.address.spec_path,
-                                                                             t[EpochFixtureGeneratorField].value))
-                     for t in fixtures if t.address.spec not in used_specs]
-    free_fixtures += [_Side(_address(p), p.path, _fixture_keys(p.path, p.kwargs.get("generator") or p.triggering_sources[0]))
+    free = [t for t in all_targets if t.address.spec not in used_specs]
+    free_fixtures = [_Side(t.address.spec, t.address.spec_path,
+                           _fixture_keys(t.address.spec_path, t[EpochFixtureGeneratorField].value))
+                     for t in free if isinstance(t, EpochFixtureTarget)]
+    free_fixtures += [_Side(_address(p), p.path,
+                            _fixture_keys(p.path, p.kwargs.get("generator") or p.triggering_sources[0]))
                       for p in proposals if p.type_alias == EpochFixtureTarget.alias]
     free_manifests = [_Side(t.address.spec, t.address.spec_path, {PurePosixPath(t.address.spec_path).name})
-                      for t in manifests if t.address.spec not in used_specs]
+                      for t in free if isinstance(t, PropertyManifestTarget)]
     free_manifests += [_Side(_address(p), p.path, {PurePosixPath(p.path).name})
                        for p in proposals if p.type_alias == PropertyManifestTarget.alias]
+    found = []
     for fixture, manifest in _pairs(free_fixtures, free_manifests):
         predicates = await Get(Paths, PathGlobs([os.path.join(manifest.folder, PREDICATES)]))
         # The code under test is inferred from the product names the predicates call (`product.pkg.mod`).
@@ -200,9 +201,25 @@ async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequ
             kwargs["dependencies"] = tuple(predicates.files)
             for content in await Get(DigestContents, PathGlobs(predicates.files)):
                 _warn_old_shape(content.path, content.content)
-        proposals.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties",
-                                                        [], kwargs))
-    return PutativeTargets(proposals)
+        found.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties", [],
+                                                    kwargs))
+    return found
+
+
+@rule(level=LogLevel.DEBUG, desc="Determine candidate epoch_gate targets to create")
+async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequest, all_targets: AllTargets,
+                                           gate: GateSubsystem) -> PutativeTargets:
+    if not gate.tailor:
+        return PutativeTargets()
+    claimed = _claimed([t for t in all_targets if isinstance(t, EpochFixtureTarget)],
+                       [t for t in all_targets if isinstance(t, PropertyManifestTarget)])
+    found = await Get(Paths, PathGlobs, request.path_globs(PIN, GENERATORS, *CATALOGS))
+    unclaimed = [p for p in found.files if p not in claimed]
+    pinned = await _from_pins(unclaimed)
+    claimed |= {os.path.join(p.path, p.kwargs["generator"]) for p in pinned}
+    proposals = [*pinned, *await _from_generators(unclaimed, claimed, {p.path for p in pinned}),
+                 *_from_catalogs(unclaimed)]
+    return PutativeTargets([*proposals, *await _suites(all_targets, proposals)])
 
 
 def _warn_old_shape(path: str, source: bytes) -> None:

@@ -126,6 +126,7 @@ class NewRepo:
     root: Path
     bin_dir: Path
     timings: list[tuple[str, float]] = field(default_factory=list)
+    outputs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)  # by command, if timed
 
     @classmethod
     def create(cls, where: Path, wheels: list[Path], launcher_from: Path) -> "NewRepo":
@@ -160,6 +161,7 @@ class NewRepo:
                               env={**self.env(), **(env or {})}, timeout=1200)
         if timed:
             self.timings.append((command, time.monotonic() - started))
+            self.outputs[command] = done
         return done
 
     def read(self, rel: str) -> str:
