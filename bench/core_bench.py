@@ -47,9 +47,11 @@ def bench_hashing(folder: Path, size_mib: int, repeats: int) -> None:
     ours = timed(lambda: sha256_file(blob), repeats)
     theirs = timed(lambda: subprocess.run(["sha256sum", str(blob)], check=True, capture_output=True), repeats)
     ratio = statistics.median(theirs) / statistics.median(ours)
-    print(f"sha256_file {size_mib} MiB: {fmt(ours)}; sha256sum: {fmt(theirs)}; "
-          f"throughput ratio ours/sha256sum = {ratio:.2f} "
-          f"({size_mib / statistics.median(ours):.0f} MiB/s vs {size_mib / statistics.median(theirs):.0f} MiB/s)")
+    print(
+        f"sha256_file {size_mib} MiB: {fmt(ours)}; sha256sum: {fmt(theirs)}; "
+        f"throughput ratio ours/sha256sum = {ratio:.2f} "
+        f"({size_mib / statistics.median(ours):.0f} MiB/s vs {size_mib / statistics.median(theirs):.0f} MiB/s)"
+    )
 
 
 def bench_check(folder: Path, count: int, repeats: int) -> None:
@@ -57,23 +59,42 @@ def bench_check(folder: Path, count: int, repeats: int) -> None:
     observations = []
     for i in range(count):
         witness = f'{{"id":{i},"amount":{i % 97}}}'.encode()
-        observation = make_observation(suite="suite", epoch_id="e1", prop=f"p{i % 50}", status="flake" if i % 2 else "fail",
-                                       rerun_passed=bool(i % 2), witness=witness, bound="b", line=i + 1,
-                                       detail="predicate returned False")
+        observation = make_observation(
+            suite="suite",
+            epoch_id="e1",
+            prop=f"p{i % 50}",
+            status="flake" if i % 2 else "fail",
+            rerun_passed=bool(i % 2),
+            witness=witness,
+            bound="b",
+            line=i + 1,
+            detail="predicate returned False",
+        )
         write_observation(archive, observation, witness)
         observations.append(observation)
     load = timed(lambda: load_observations(archive, "observations", "archive"), repeats)
     loaded, _ = load_observations(archive, "observations", "archive")
-    freezes = tuple(Freeze(f"freezes/{o.id}.json", o.id, "suite", "e1", datetime.date(2099, 1, 1), "r")
-                    for o in loaded[: count // 4] if o.is_flake)
+    freezes = tuple(
+        Freeze(f"freezes/{o.id}.json", o.id, "suite", "e1", datetime.date(2099, 1, 1), "r")
+        for o in loaded[: count // 4]
+        if o.is_flake
+    )
     outcome = PropertyOutcome("p", "b", count, "pass", (), "")
-    evidence = Evidence(Identities("e1", "g", "m", "w"), tuple(ChangedPath(f"src/f{i}.py", "modified") for i in range(500)),
-                        ProtectedSet(frozenset(f"fixtures/f{i}" for i in range(500)), ("observations/", "freezes/")),
-                        ReplayResult("suite", "e1", "m", "w", (outcome,)), tuple(loaded), freezes, datetime.date(2026, 12, 2),
-                        expected=Expected((("p", "b"),), {"b": count}))
+    evidence = Evidence(
+        Identities("e1", "g", "m", "w"),
+        tuple(ChangedPath(f"src/f{i}.py", "modified") for i in range(500)),
+        ProtectedSet(frozenset(f"fixtures/f{i}" for i in range(500)), ("observations/", "freezes/")),
+        ReplayResult("suite", "e1", "m", "w", (outcome,)),
+        tuple(loaded),
+        freezes,
+        datetime.date(2026, 12, 2),
+        expected=Expected((("p", "b"),), {"b": count}),
+    )
     verdicts = timed(lambda: decide(evidence), repeats)
-    print(f"load+validate {count} archived observations: {fmt(load)}; decide over them "
-          f"(+{len(freezes)} freezes, 500 changed paths): {fmt(verdicts)}")
+    print(
+        f"load+validate {count} archived observations: {fmt(load)}; decide over them "
+        f"(+{len(freezes)} freezes, 500 changed paths): {fmt(verdicts)}"
+    )
 
 
 def main() -> int:

@@ -31,9 +31,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def generate(out: Path, seed: str = "") -> None:
-    subprocess.run([sys.executable, "-B", "-S", "-s", str(REPO / "fixtures/generate_orders.py"), "--input",
-                    str(REPO / "fixtures/orders/base.json"), "--out", str(out), *(["--seed", seed] if seed else [])],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-B",
+            "-S",
+            "-s",
+            str(REPO / "fixtures/generate_orders.py"),
+            "--input",
+            str(REPO / "fixtures/orders/base.json"),
+            "--out",
+            str(out),
+            *(["--seed", seed] if seed else []),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def timed(action: Callable[[], object]) -> float:
@@ -69,15 +82,22 @@ def main() -> None:
                 world = root / f"{name}-{run}"
                 generated[name].append(timed(lambda: generate(world, value)))
                 out = root / f"out-{name}-{run}"
-                replayed[name].append(timed(lambda: parent.run(manifest, world, out, suite="checks:orders_properties",
-                                                               epoch_id="bench", child=child)))
+                replayed[name].append(
+                    timed(
+                        lambda: parent.run(
+                            manifest, world, out, suite="checks:orders_properties", epoch_id="bench", child=child
+                        )
+                    )
+                )
         print(f"the orders suite ({len(manifest.properties)} properties), {args.runs} interleaved runs each")
         for name in ("pinned", "held-out"):
             print(f"{name:8}  generator {fmt(generated[name])}; replay {fmt(replayed[name])}")
         extra = statistics.median(generated["held-out"]) + statistics.median(replayed["held-out"])
         base = statistics.median(generated["pinned"]) + statistics.median(replayed["pinned"])
-        print(f"a new candidate with the key: +{extra:.2f} s over {base:.2f} s of pinned work "
-              f"({(base + extra) / base:.2f}x); judged again: +0 (both processes cached)")
+        print(
+            f"a new candidate with the key: +{extra:.2f} s over {base:.2f} s of pinned work "
+            f"({(base + extra) / base:.2f}x); judged again: +0 (both processes cached)"
+        )
         if args.gate:
             gate(root, args.gate)
 
@@ -94,8 +114,10 @@ def gate(root: Path, runs: int) -> None:
     for run in range(runs + 1):  # the first pair warms the launcher, the pinned worlds and the requirements
         for name, env in (("without the key", {}), ("with the key", key)):
             example.git("checkout", "-q", "-b", f"c{run}{len(env)}", "main")
-            example.write("src/orders/orders/__init__.py", (example.root / "src/orders/orders/__init__.py").read_text()
-                          + f"# candidate {run} {name}\n")
+            example.write(
+                "src/orders/orders/__init__.py",
+                (example.root / "src/orders/orders/__init__.py").read_text() + f"# candidate {run} {name}\n",
+            )
             commit = example.commit("a candidate")
             example.git("checkout", "-q", "main")
             elapsed = timed(lambda: Repo(judge).gate(f"--gate-candidate={commit}", env=env))
@@ -104,7 +126,9 @@ def gate(root: Path, runs: int) -> None:
     print(f"pants gate in trusted mode, a new candidate each run, {runs} interleaved runs each")
     for name, samples in times.items():
         print(f"  {name}: {fmt(samples)}")
-    print(f"  with / without: {statistics.median(times['with the key']) / statistics.median(times['without the key']):.2f}x")
+    print(
+        f"  with / without: {statistics.median(times['with the key']) / statistics.median(times['without the key']):.2f}x"
+    )
 
 
 if __name__ == "__main__":

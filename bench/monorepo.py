@@ -53,8 +53,12 @@ from epoch_gate.evidence.world import world_sha256  # noqa: E402
 
 # Not the root BUILD: its `files` targets exist for this repository's end-to-end tests (one target per file).
 COPIED = ("pants", "pants.toml", "3rdparty", "pants-plugins", "src", "fixtures", "checks")
-GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+}
 TESTS_EVERY = 25
 TARGETS_PER_PACKAGE = 3  # the python_sources generator and its two files
 TARGETS_PER_TEST = 2  # the python_tests generator and its file
@@ -62,8 +66,14 @@ TARGETS_PER_SUITE = 5  # epoch_fixture, property_manifest, sampled_properties, p
 RECORDS = 20
 # As the plugin runs a generator (pants-plugins/epoch_gate_pants/fixture.py, HERMETIC_ENV): the world
 # minted here must be the one the gate regenerates, or the baseline is `world-mismatch`.
-HERMETIC_ENV = {"PYTHONHASHSEED": "0", "LC_ALL": "C", "LANG": "C", "TZ": "UTC",
-                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
+HERMETIC_ENV = {
+    "PYTHONHASHSEED": "0",
+    "LC_ALL": "C",
+    "LANG": "C",
+    "TZ": "UTC",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONNOUSERSITE": "1",
+}
 MARKER = "<!-- bench:monorepo -->"
 
 SUITE_GENERATOR = '''"""Writes items.jsonl: `records` records drawn from sha256(seed, index). Stdlib only, deterministic."""
@@ -127,8 +137,9 @@ def _skip(folder: str, names: list[str]) -> set[str]:
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+    ).stdout.strip()
 
 
 def parent(package: int) -> int:
@@ -176,14 +187,32 @@ def mint_epoch(root: Path, folder: Path, epoch_id: str) -> None:
     """Runs the suite's generator as the plugin does and writes its pin: `pants pin-epoch` without Pants."""
     generator, data = folder / "generate.py", folder / "input.json"
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-B", "-S", "-s", str(generator.relative_to(root)), "--out", out,
-                        "--input", str(data.relative_to(root))], cwd=root, env=HERMETIC_ENV, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-B",
+                "-S",
+                "-s",
+                str(generator.relative_to(root)),
+                "--out",
+                out,
+                "--input",
+                str(data.relative_to(root)),
+            ],
+            cwd=root,
+            env=HERMETIC_ENV,
+            check=True,
+        )
         world = world_sha256(Path(out))
     pin_path = (folder / "EPOCH").relative_to(root).as_posix()
-    pin = mint_pin(epoch_id=epoch_id,
-                   generator=PinnedFile(generator.relative_to(root).as_posix(), sha256_file(generator)),
-                   inputs={data.relative_to(root).as_posix(): sha256_file(data)}, world_sha256=world,
-                   existing=None, path=pin_path)
+    pin = mint_pin(
+        epoch_id=epoch_id,
+        generator=PinnedFile(generator.relative_to(root).as_posix(), sha256_file(generator)),
+        inputs={data.relative_to(root).as_posix(): sha256_file(data)},
+        world_sha256=world,
+        existing=None,
+        path=pin_path,
+    )
     write_pin(pin, folder / "EPOCH")
 
 
@@ -195,12 +224,17 @@ def write_suite(root: Path, index: int, package: int) -> str:
     (folder / "generate.py").write_text(SUITE_GENERATOR)
     (folder / "input.json").write_text(json.dumps({"records": RECORDS, "seed": index}) + "\n")
     (folder / "suite_properties.py").write_text(
-        SUITE_PREDICATES.format(suite=name, package=f"pkg{package:05d}", records=RECORDS))
+        SUITE_PREDICATES.format(suite=name, package=f"pkg{package:05d}", records=RECORDS)
+    )
     module = f"suites.{name}.suite_properties"
     catalog = Catalog(tuple(Property(prop, "items", f"{module}:{prop}", text) for prop, text in SUITE_PROPERTIES))
-    (folder / "catalog.yaml").write_text("properties:\n" + "".join(
-        f"  - name: {p.name}\n    bound: {p.bound}\n    predicate: {p.predicate}\n    description: {p.description}\n"
-        for p in catalog.properties))
+    (folder / "catalog.yaml").write_text(
+        "properties:\n"
+        + "".join(
+            f"  - name: {p.name}\n    bound: {p.bound}\n    predicate: {p.predicate}\n    description: {p.description}\n"
+            for p in catalog.properties
+        )
+    )
     write_manifest(sample(catalog, index, 2), folder / "manifest.json")
     mint_epoch(root, folder, f"{name}-e1")
     return f"suites/{name}:suite"
@@ -218,19 +252,23 @@ def generate(root: Path, packages: int, suites: int = 0) -> Monorepo:
             shutil.copy2(path, root / name)
     (root / "BUILD").write_text("# The monorepo's root.\n")
     # Trusted mode runs only from a clean checkout: everything Pants leaves behind is ignored.
-    (root / ".gitignore").write_text("/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n/.pants.workdir.file_lock*\n"
-                                     "__pycache__/\n*.pyc\n")
+    (root / ".gitignore").write_text(
+        "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n/.pants.workdir.file_lock*\n" "__pycache__/\n*.pyc\n"
+    )
     synth = root / "src" / "synth"
     for i in range(packages):
         package = synth / f"pkg{i:05d}"
         package.mkdir(parents=True)
         above = f"from src.synth.pkg{parent(i):05d}.core import value as parent\n" if i else "parent = 0\n"
-        (package / "core.py").write_text(f"{above}\n\ndef value() -> int:\n    return {i} + (parent() if callable(parent) else 0)\n")
+        (package / "core.py").write_text(
+            f"{above}\n\ndef value() -> int:\n    return {i} + (parent() if callable(parent) else 0)\n"
+        )
         (package / "util.py").write_text(f"from src.synth.pkg{i:05d}.core import value\n\nDOUBLE = 2 * value()\n")
         build = "python_sources()\n"
         if i % TESTS_EVERY == 0:
             (package / "core_test.py").write_text(
-                f"from src.synth.pkg{i:05d}.core import value\n\n\ndef test_value() -> None:\n    assert value() >= {i}\n")
+                f"from src.synth.pkg{i:05d}.core import value\n\n\ndef test_value() -> None:\n    assert value() >= {i}\n"
+            )
             build += 'python_tests(name="tests")\n'
         (package / "BUILD").write_text(build)
     imported = [suite_package(j, suites, packages) for j in range(suites)]
@@ -271,8 +309,14 @@ class Bench:
 
     def pants(self, *args: str, check: bool = True) -> Run:
         started = time.monotonic()
-        done = subprocess.run(["./pants", *args], cwd=self.root, capture_output=True, text=True,
-                              env={**os.environ, **GIT_ENV, **self.env}, timeout=3600)
+        done = subprocess.run(
+            ["./pants", *args],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV, **self.env},
+            timeout=3600,
+        )
         seconds = time.monotonic() - started
         if check and done.returncode not in (0, 1, 2):
             raise RuntimeError(f"./pants {' '.join(args)}: exit {done.returncode}\n{done.stderr[-3000:]}")
@@ -346,9 +390,13 @@ def free_port() -> int:
 
 
 def remote(port: int, write: bool) -> list[str]:
-    return ["--remote-cache-read", f"--remote-cache-write={str(write).lower()}",
-            f"--remote-store-address=grpc://127.0.0.1:{port}", "--remote-instance-name=epoch-gate",
-            "--remote-cache-warnings=backoff"]
+    return [
+        "--remote-cache-read",
+        f"--remote-cache-write={str(write).lower()}",
+        f"--remote-store-address=grpc://127.0.0.1:{port}",
+        "--remote-instance-name=epoch-gate",
+        "--remote-cache-warnings=backoff",
+    ]
 
 
 def log(message: str) -> None:
@@ -359,8 +407,12 @@ def log(message: str) -> None:
 def buildgrid(root: Path) -> Iterator[int]:
     """The repository's BuildGrid helper as the remote cache, in memory, on a free port; stopped after."""
     port = free_port()
-    server = subprocess.Popen(["bash", str(root / "3rdparty/buildgrid/serve"), str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        ["bash", str(root / "3rdparty/buildgrid/serve"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         for _ in range(600):
             with socket.socket() as probe:
@@ -384,8 +436,16 @@ def seed(bench: Bench, port: int, store: Path) -> None:
 
 def measure_cold(bench: Bench, port: int, stores: Path, runs: int, row: dict[str, Any]) -> None:
     """Pantsd off, a new local store each run (named caches stay warm: pip, pex, interpreters)."""
-    for key in ("fully cold", "cold process s", "cold processes", "remote warm", "remote hits",
-                "remote read errors", "remote processes", "remote process s"):
+    for key in (
+        "fully cold",
+        "cold process s",
+        "cold processes",
+        "remote warm",
+        "remote hits",
+        "remote read errors",
+        "remote processes",
+        "remote process s",
+    ):
         row[key] = []
     for i in range(runs):
         log(f"cold round {i + 1}/{runs}")
@@ -393,8 +453,9 @@ def measure_cold(bench: Bench, port: int, stores: Path, runs: int, row: dict[str
         row["fully cold"].append(run.seconds)
         row["cold process s"].append(run.stat("local_process_total_time_run_ms") / 1000)
         row["cold processes"].append(run.stat("local_execution_requests"))
-        run = bench.pants("--no-pantsd", "--stats-log", f"--local-store-dir={stores}/remote{i}",
-                          *remote(port, False), "gate", "::")
+        run = bench.pants(
+            "--no-pantsd", "--stats-log", f"--local-store-dir={stores}/remote{i}", *remote(port, False), "gate", "::"
+        )
         row["remote warm"].append(run.seconds)
         row["remote hits"].append(run.stat("remote_cache_requests_cached"))
         row["remote read errors"].append(run.stat("remote_cache_read_errors"))
@@ -411,8 +472,9 @@ def measure_warm(repo: Monorepo, bench: Bench, runs: int, row: dict[str, Any]) -
     log("warm: no-op gate against list")
     for warm_up in (("list", "::"), ("gate", "::"), ("gate", "::")):
         bench.pants(*warm_up)
-    row.update(interleaved(runs, {"list": lambda: bench.pants("list", "::"),
-                                  "gate": lambda: bench.pants("gate", "::")}))
+    row.update(
+        interleaved(runs, {"list": lambda: bench.pants("list", "::"), "gate": lambda: bench.pants("gate", "::")})
+    )
     bench.require_eligible("the warm no-op gate")
     row["verdict"] = bench.gate_verdict()
     row["no-op processes"] = bench.pants("--stats-log", "gate", "::").stat("local_execution_requests")
@@ -515,9 +577,13 @@ def measure(repo: Monorepo, runs: int, parts: tuple[str, ...] = PARTS) -> dict[s
 
 
 def table(rows: list[dict[str, Any]], command: str) -> str:
-    out = [MARKER, f"`{command}`", "",
-           "| what | " + " | ".join(f"{r['suites']} suites, {r['targets']} targets" for r in rows) + " |",
-           "|---|" + "---|" * len(rows)]
+    out = [
+        MARKER,
+        f"`{command}`",
+        "",
+        "| what | " + " | ".join(f"{r['suites']} suites, {r['targets']} targets" for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
 
     def line(label: str, cell: Callable[[dict[str, Any]], str]) -> None:
         try:
@@ -537,37 +603,57 @@ def table(rows: list[dict[str, Any]], command: str) -> str:
     line("changed file (one product module)", lambda r: f"`src/synth/{r['changed package']}/core.py`")
     line("suites whose import closure holds it (expected replays)", lambda r: str(r["expected"]))
     line("local mode: `gate ::` after the change, pantsd on", lambda r: summary(r["local change"]))
-    line("local mode: suites replayed (`cached: false`), per run",
-         lambda r: each(r["local found"]) + (" = expected" if all(r["local exact"]) else " **≠ expected**"))
-    line("local mode: processes executed, per run; verdict", lambda r: f"{each(r['local processes'])}; "
-         f"{each(sorted(set(r['local verdict'])))}")
+    line(
+        "local mode: suites replayed (`cached: false`), per run",
+        lambda r: each(r["local found"]) + (" = expected" if all(r["local exact"]) else " **≠ expected**"),
+    )
+    line(
+        "local mode: processes executed, per run; verdict",
+        lambda r: f"{each(r['local processes'])}; " f"{each(sorted(set(r['local verdict'])))}",
+    )
     if all("trusted change" in r for r in rows):
-        line("trusted mode: first judgement of main itself (fills the trusted replays' cache), pantsd off",
-             lambda r: f"{r['trusted warm-up']:.1f} s, {r['trusted warm-up found']} suites replayed")
-        line("trusted mode: `gate --gate-candidate=SHA ::` from main, the same change, pantsd off, 1 run",
-             lambda r: f"{r['trusted change']:.1f} s")
-        line("trusted mode: suites replayed (`cached: false`)",
-             lambda r: f"{r['trusted found']}" + (" = expected" if r["trusted exact"] else " **≠ expected**"))
-        line("trusted mode: processes executed; time inside them; verdict",
-             lambda r: f"{r['trusted processes']}; {r['trusted process s']:.1f} s; {r['trusted verdict']}")
+        line(
+            "trusted mode: first judgement of main itself (fills the trusted replays' cache), pantsd off",
+            lambda r: f"{r['trusted warm-up']:.1f} s, {r['trusted warm-up found']} suites replayed",
+        )
+        line(
+            "trusted mode: `gate --gate-candidate=SHA ::` from main, the same change, pantsd off, 1 run",
+            lambda r: f"{r['trusted change']:.1f} s",
+        )
+        line(
+            "trusted mode: suites replayed (`cached: false`)",
+            lambda r: f"{r['trusted found']}" + (" = expected" if r["trusted exact"] else " **≠ expected**"),
+        )
+        line(
+            "trusted mode: processes executed; time inside them; verdict",
+            lambda r: f"{r['trusted processes']}; {r['trusted process s']:.1f} s; {r['trusted verdict']}",
+        )
     elif all("trusted" in r["parts"] for r in rows):  # stopped at its deadline: what was seen is in the prose
         line("trusted mode", lambda r: "stopped before it finished: see below")
-    line("new epoch in one suite (new input, re-minted pin): `gate ::`, pantsd on",
-         lambda r: summary(r["epoch change"]))
-    line("new epoch: suites replayed, per run (expected 1)",
-         lambda r: each(r["epoch found"]) + (" = expected" if all(r["epoch exact"]) else " **≠ expected**"))
-    line("new epoch: processes executed, per run; verdict (its input is protected)",
-         lambda r: f"{each(r['epoch processes'])}; {each(sorted(set(r['epoch verdict'])))}")
+    line(
+        "new epoch in one suite (new input, re-minted pin): `gate ::`, pantsd on", lambda r: summary(r["epoch change"])
+    )
+    line(
+        "new epoch: suites replayed, per run (expected 1)",
+        lambda r: each(r["epoch found"]) + (" = expected" if all(r["epoch exact"]) else " **≠ expected**"),
+    )
+    line(
+        "new epoch: processes executed, per run; verdict (its input is protected)",
+        lambda r: f"{each(r['epoch processes'])}; {each(sorted(set(r['epoch verdict'])))}",
+    )
     line("`list ::`, pantsd off (Pants' start and build graph, no process), 1 run", lambda r: f"{r['startup']:.2f} s")
     line("`gate ::`, pantsd off, fully cold local store", lambda r: summary(r["fully cold"]))
-    line("fully cold: processes executed; time inside them (`local_process_total_time_run_ms`)",
-         lambda r: f"{med(r['cold processes']):.0f}; {med(r['cold process s']):.1f} s")
+    line(
+        "fully cold: processes executed; time inside them (`local_process_total_time_run_ms`)",
+        lambda r: f"{med(r['cold processes']):.0f}; {med(r['cold process s']):.1f} s",
+    )
     line("`gate ::`, pantsd off, cold local store, warm remote cache", lambda r: summary(r["remote warm"]))
-    line("remote-warm: processes served remotely; read errors; executed locally; time inside them",
-         lambda r: f"{med(r['remote hits']):.0f}; {med(r['remote read errors']):.0f}; "
-                   f"{med(r['remote processes']):.0f}; {med(r['remote process s']):.1f} s")
-    line("remote-warm / fully cold (goal ≤ 0.3)",
-         lambda r: f"**{med(r['remote warm']) / med(r['fully cold']):.2f}×**")
+    line(
+        "remote-warm: processes served remotely; read errors; executed locally; time inside them",
+        lambda r: f"{med(r['remote hits']):.0f}; {med(r['remote read errors']):.0f}; "
+        f"{med(r['remote processes']):.0f}; {med(r['remote process s']):.1f} s",
+    )
+    line("remote-warm / fully cold (goal ≤ 0.3)", lambda r: f"**{med(r['remote warm']) / med(r['fully cold']):.2f}×**")
     line("pantsd peak resident memory (VmHWM)", lambda r: f"{r['pantsd peak MiB']:.0f} MiB")
     line("baseline verdict", lambda r: str(r["verdict"]))
     line("the whole benchmark", lambda r: f"{r['minutes']:.0f} min")
@@ -580,7 +666,7 @@ def write_section(path: Path, section: str) -> None:
     start, end = text.find(MARKER), text.rfind(MARKER)
     if start == -1 or start == end:
         raise SystemExit(f"{path} has no pair of {MARKER} markers")
-    path.write_text(text[:start] + section.rstrip("\n") + text[end + len(MARKER):])
+    path.write_text(text[:start] + section.rstrip("\n") + text[end + len(MARKER) :])
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -597,8 +683,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", type=Path, help="replace the monorepo table of this Markdown file")
     parser.add_argument("--keep", type=Path, help="build the repositories here and keep them")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="measure only these rounds (the table then shows only their rows)")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="measure only these rounds (the table then shows only their rows)",
+    )
     args = parser.parse_args()
     command = "python3 bench/monorepo.py " + " ".join(sys.argv[1:])
     work = args.keep or Path(tempfile.mkdtemp(prefix="epoch-gate-bench-"))

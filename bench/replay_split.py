@@ -110,11 +110,18 @@ def multi(record):
 
 
 def order(rng: random.Random, number: int) -> dict[str, object]:
-    lines = [{"sku": f"sku-{rng.randrange(10_000)}", "qty": rng.randrange(1, 5),
-              "unit_minor": rng.randrange(100, 10_000)} for _ in range(rng.randrange(1, 4))]
+    lines = [
+        {"sku": f"sku-{rng.randrange(10_000)}", "qty": rng.randrange(1, 5), "unit_minor": rng.randrange(100, 10_000)}
+        for _ in range(rng.randrange(1, 4))
+    ]
     subtotal = sum(line["qty"] * line["unit_minor"] for line in lines)  # type: ignore[operator]
-    return {"id": f"ord-{number:07d}", "currency": rng.choice(["EUR", "USD", "JPY"]), "lines": lines,
-            "discount_minor": rng.choice([0, 0, 500, subtotal // 10]), "tax_bp": rng.choice([0, 700, 1900, 2000])}
+    return {
+        "id": f"ord-{number:07d}",
+        "currency": rng.choice(["EUR", "USD", "JPY"]),
+        "lines": lines,
+        "discount_minor": rng.choice([0, 0, 500, subtotal // 10]),
+        "tax_bp": rng.choice([0, 700, 1900, 2000]),
+    }
 
 
 def in_process(world: Path, predicate: Callable[[dict], object], bound: str = "orders") -> int:
@@ -137,8 +144,11 @@ def boundary(world: Path, sandbox: Path, out: Path, name: str, jail: Optional[Ch
 
 
 OLD_PREDICATES = "54bd105"  # the last commit whose predicates ran beside the product
-EXAMPLE = {"orders": ("tax_is_half_even_rounded", "discount_never_exceeds_subtotal"),  # one call
-           "payments": ("refund_le_captured",), "money": ("money_add_commutative",)}  # several calls
+EXAMPLE = {
+    "orders": ("tax_is_half_even_rounded", "discount_never_exceeds_subtotal"),  # one call
+    "payments": ("refund_le_captured",),
+    "money": ("money_add_commutative",),
+}  # several calls
 
 
 def example(root: Path, count: int, runs: int, site: str) -> None:
@@ -147,15 +157,26 @@ def example(root: Path, count: int, runs: int, site: str) -> None:
     base = json.loads((repo / "fixtures/orders/base.json").read_text())
     base["counts"] = {bound: count for bound in base["counts"]}
     (root / "base.json").write_text(json.dumps(base))
-    subprocess.run([sys.executable, "-B", str(repo / "fixtures/generate_orders.py"), "--input", str(root / "base.json"),
-                    "--out", str(world)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-B",
+            str(repo / "fixtures/generate_orders.py"),
+            "--input",
+            str(root / "base.json"),
+            "--out",
+            str(world),
+        ],
+        check=True,
+    )
     for folder in (sandbox / "checks", here / "old_checks"):
         folder.mkdir(parents=True)
         (folder / "__init__.py").write_text("")
     shutil.copytree(repo / "src/orders/orders", sandbox / "orders")
     (sandbox / "checks" / "orders_properties.py").write_bytes((repo / "checks/orders_properties.py").read_bytes())
-    old = subprocess.run(["git", "show", f"{OLD_PREDICATES}:checks/orders_properties.py"], cwd=repo, check=True,
-                         capture_output=True).stdout
+    old = subprocess.run(
+        ["git", "show", f"{OLD_PREDICATES}:checks/orders_properties.py"], cwd=repo, check=True, capture_output=True
+    ).stdout
     (here / "old_checks" / "orders_properties.py").write_bytes(old)  # its own name: the parent imports `checks`
     sys.path[:0] = [str(here), str(repo / "src/orders"), site]
     baseline = importlib.import_module("old_checks.orders_properties")
@@ -175,19 +196,27 @@ def example(root: Path, count: int, runs: int, site: str) -> None:
                 assert result.properties[0].outcome == "pass" and result.properties[0].records == count, result
                 ours.append(time.perf_counter() - start)
             ratio = statistics.median(theirs) / statistics.median(ours)
-            print(f"{name}: boundary {fmt(ours, count)}; in-process {fmt(theirs, count)}; "
-                  f"throughput ratio boundary / in-process = {ratio:.2f}")
+            print(
+                f"{name}: boundary {fmt(ours, count)}; in-process {fmt(theirs, count)}; "
+                f"throughput ratio boundary / in-process = {ratio:.2f}"
+            )
 
 
 def main() -> None:
     arguments = argparse.ArgumentParser()
     arguments.add_argument("--records", type=int, default=1_000_000)
     arguments.add_argument("--runs", type=int, default=3)
-    arguments.add_argument("--jail", metavar="BWRAP",
-                           help="also time the boundary with the child in its own jail, started by this bubblewrap")
-    arguments.add_argument("--example", metavar="SITE",
-                           help="the example's product, world and properties; SITE: a folder holding attrs "
-                                "(`python3.9 -m pip install --target SITE attrs`)")
+    arguments.add_argument(
+        "--jail",
+        metavar="BWRAP",
+        help="also time the boundary with the child in its own jail, started by this bubblewrap",
+    )
+    arguments.add_argument(
+        "--example",
+        metavar="SITE",
+        help="the example's product, world and properties; SITE: a folder holding attrs "
+        "(`python3.9 -m pip install --target SITE attrs`)",
+    )
     args = arguments.parse_args()
     if args.example:
         with tempfile.TemporaryDirectory() as tmp:
@@ -227,11 +256,15 @@ def main() -> None:
                     assert boundary(world, sandbox, root / f"jailed-{name}-{run}", name, jail) == args.records
                     jailed.append(time.perf_counter() - start)
             ratio = statistics.median(theirs) / statistics.median(ours)
-            print(f"{name}: boundary {fmt(ours, args.records)}; in-process {fmt(theirs, args.records)}; "
-                  f"throughput ratio boundary / in-process = {ratio:.2f}")
+            print(
+                f"{name}: boundary {fmt(ours, args.records)}; in-process {fmt(theirs, args.records)}; "
+                f"throughput ratio boundary / in-process = {ratio:.2f}"
+            )
             if jailed:
-                print(f"{name}, the child in its own jail: {fmt(jailed, args.records)}; "
-                      f"jailed / unjailed time = {statistics.median(jailed) / statistics.median(ours):.3f}")
+                print(
+                    f"{name}, the child in its own jail: {fmt(jailed, args.records)}; "
+                    f"jailed / unjailed time = {statistics.median(jailed) / statistics.median(ours):.3f}"
+                )
 
 
 def fmt(samples: list[float], count: int) -> str:

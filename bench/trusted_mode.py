@@ -32,7 +32,9 @@ def main() -> int:
     where = Path(tempfile.mkdtemp(prefix="bench-trusted-"))
     root = where / "repo"
     generate(root, args.packages)
-    (root / "src/synth/pkg00001/core.py").write_text((root / "src/synth/pkg00001/core.py").read_text() + "\n# a change\n")
+    (root / "src/synth/pkg00001/core.py").write_text(
+        (root / "src/synth/pkg00001/core.py").read_text() + "\n# a change\n"
+    )
     git(root, "commit", "-qam", "the candidate: one product module")
     candidate = git(root, "rev-parse", "HEAD")
     judge_root = where / "judge"
@@ -52,22 +54,27 @@ def main() -> int:
         local.stop_pantsd()
         judge.stop_pantsd()
     ratio = statistics.median(samples["trusted"]) / statistics.median(samples["local"])
-    table = "\n".join([
-        MARKER,
-        f"| warm, pantsd on, {args.runs} interleaved runs, {args.packages} synthetic packages | median (min–max) |",
-        "|---|---|",
-        f"| local mode: `gate ::` on the candidate's checkout (verdict {verdicts[0]}) | {summary(samples['local'])} |",
-        f"| trusted mode: `gate --gate-candidate=SHA ::` from origin/main (verdict {verdicts[1]}) "
-        f"| {summary(samples['trusted'])} |",
-        f"| trusted / local | **{ratio:.2f}×** |",
-        MARKER,
-    ])
+    table = "\n".join(
+        [
+            MARKER,
+            f"| warm, pantsd on, {args.runs} interleaved runs, {args.packages} synthetic packages | median (min–max) |",
+            "|---|---|",
+            f"| local mode: `gate ::` on the candidate's checkout (verdict {verdicts[0]}) | {summary(samples['local'])} |",
+            f"| trusted mode: `gate --gate-candidate=SHA ::` from origin/main (verdict {verdicts[1]}) "
+            f"| {summary(samples['trusted'])} |",
+            f"| trusted / local | **{ratio:.2f}×** |",
+            MARKER,
+        ]
+    )
     print(table)
     if args.write:
         text = args.write.read_text()
         start, end = text.find(MARKER), text.rfind(MARKER)
-        args.write.write_text(text[:start] + table + text[end + len(MARKER):] if start != end
-                              else text.rstrip("\n") + "\n\n" + table + "\n")
+        args.write.write_text(
+            text[:start] + table + text[end + len(MARKER) :]
+            if start != end
+            else text.rstrip("\n") + "\n\n" + table + "\n"
+        )
     return 0
 
 

@@ -60,17 +60,24 @@ def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent]
         elif path.endswith(COMPILED) or "__pycache__" in path.split("/"):  # Python may load it instead of source
             irregular.append((path, "compiled code, which cannot be reviewed or followed as source"))
     sizes = blob_sizes(root, (oid for path, (mode, oid) in inside.items() if mode in REGULAR_MODES))
-    irregular += [(path, f"{sizes[oid]} bytes") for path, (mode, oid) in sorted(inside.items())
-                  if sizes.get(oid, 0) > MAX_FILE]
+    irregular += [
+        (path, f"{sizes[oid]} bytes") for path, (mode, oid) in sorted(inside.items()) if sizes.get(oid, 0) > MAX_FILE
+    ]
     refused = {path for path, _ in irregular}
     wanted = {path: oid for path, (_, oid) in inside.items() if path not in refused}
     total = sum(sizes.get(oid, 0) for oid in set(wanted.values()))
     if total > MAX_TOTAL:
-        raise fail(Code.ARTIFACT_MALFORMED, ".", "the candidate's Python folders are too large to read",
-                   expected=f"at most {MAX_TOTAL} bytes", found=f"{total} bytes")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            ".",
+            "the candidate's Python folders are too large to read",
+            expected=f"at most {MAX_TOTAL} bytes",
+            found=f"{total} bytes",
+        )
     blobs = read_blobs(root, wanted.values())
-    files = [FileContent(path, blobs[oid], is_executable=inside[path][0] == "100755")
-             for path, oid in sorted(wanted.items())]
+    files = [
+        FileContent(path, blobs[oid], is_executable=inside[path][0] == "100755") for path, oid in sorted(wanted.items())
+    ]
     return files, [(from_os(path), why) for path, why in irregular]
 
 
@@ -134,13 +141,16 @@ def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str])
             if depth < len(parts) and prefix in shipped_folders:
                 continue
             name = parts[depth - 1][:-3] if depth == len(parts) else parts[depth - 1]
-            if all(part.isidentifier() for part in [*parts[:depth - 1], name]):
+            if all(part.isidentifier() for part in [*parts[: depth - 1], name]):
                 stand_in = prefix if depth == len(parts) else f"{prefix}/__init__.py"
-                found.setdefault(stand_in, unshipped_stub(".".join([*parts[:depth - 1], name])))
+                found.setdefault(stand_in, unshipped_stub(".".join([*parts[: depth - 1], name])))
             break
     # A name that is both a module and a package: the package wins, as it does for the import system.
-    return {path: text for path, text in found.items()
-            if not (path.endswith(".py") and not path.endswith("/__init__.py") and f"{path[:-3]}/__init__.py" in found)}
+    return {
+        path: text
+        for path, text in found.items()
+        if not (path.endswith(".py") and not path.endswith("/__init__.py") and f"{path[:-3]}/__init__.py" in found)
+    }
 
 
 def _ancestors(folder: str) -> list[str]:
@@ -153,32 +163,57 @@ def _ancestors(folder: str) -> list[str]:
 
 @rule(desc="Find the candidate's files a suite imports")
 async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosure:
-    modules, oracle = await MultiGet(Get(CandidateModules, CandidateFiles, request.candidate),
-                                     Get(DigestContents, Digest, request.oracle))
+    modules, oracle = await MultiGet(
+        Get(CandidateModules, CandidateFiles, request.candidate), Get(DigestContents, Digest, request.oracle)
+    )
     # The oracle's packages are the trusted checkout's: the candidate's copy of them is not the oracle.
     oracle_names = {top_level(stripped) for _, stripped in request.oracle_places}
     oracle_module = {path: module_name(stripped) or "" for path, stripped in request.oracle_places}
-    starts = set(request.product).union(*(
-        imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle))
+    starts = set(request.product).union(
+        *(imported(c.content, oracle_module.get(c.path, ""), c.path.endswith("__init__.py")) for c in oracle)
+    )
     # Nor is its copy of the runner's package: the trusted plugin's runner is the one that runs.
     reached = modules.graph.reach(starts, oracle_names | {RUNNER_PACKAGE})
     irregular = dict(request.candidate.irregular)
     refusals = tuple(
-        Reason(Code.PATH_NOT_REGULAR, path, "a regular source file", irregular[path],
-               f"the candidate's package {posixpath.dirname(path)} holds a file the replay cannot ship as it is")
-        for path in sorted(reached) if path in irregular) + tuple(
-        Reason(Code.ARTIFACT_MALFORMED, path, f"at most {MAX_NAMES} module names of at most {MAX_NAME} characters",
-               modules.graph.unreadable[path], "the candidate's module imports more than the gate follows")
-        for path in sorted(reached) if path in modules.graph.unreadable)
+        Reason(
+            Code.PATH_NOT_REGULAR,
+            path,
+            "a regular source file",
+            irregular[path],
+            f"the candidate's package {posixpath.dirname(path)} holds a file the replay cannot ship as it is",
+        )
+        for path in sorted(reached)
+        if path in irregular
+    ) + tuple(
+        Reason(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            f"at most {MAX_NAMES} module names of at most {MAX_NAME} characters",
+            modules.graph.unreadable[path],
+            "the candidate's module imports more than the gate follows",
+        )
+        for path in sorted(reached)
+        if path in modules.graph.unreadable
+    )
     shipped = sorted(path for path in reached if path in modules.contents)
     places = modules.graph.places
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
     unique = {places[path]: modules.contents[path] for path in reversed(shipped)}
     stand_ins = _stand_ins(places, reached, oracle_names | {RUNNER_PACKAGE})
-    stripped = await Get(Digest, CreateDigest([
-        *(FileContent(place, content.content, is_executable=content.is_executable) for place, content in unique.items()),
-        *(FileContent(place, text) for place, text in stand_ins.items())]))
+    stripped = await Get(
+        Digest,
+        CreateDigest(
+            [
+                *(
+                    FileContent(place, content.content, is_executable=content.is_executable)
+                    for place, content in unique.items()
+                ),
+                *(FileContent(place, text) for place, text in stand_ins.items()),
+            ]
+        ),
+    )
     return CandidateClosure(tuple((path, places[path]) for path in shipped), stripped, refusals, tuple(stand_ins))
 
 

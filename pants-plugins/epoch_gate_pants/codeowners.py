@@ -69,13 +69,27 @@ async def _suite_owners(all_targets: AllTargets) -> list[codeowners.SuiteOwners]
     manifests = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in resolved)
     build_files = await MultiGet(
         Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="gate-codeowners"))
-        for s in resolved for t in (s.target, s.fixture, s.manifest))
-    builds = [build_files[3 * i:3 * i + 3] for i in range(len(resolved))]
+        for s in resolved
+        for t in (s.target, s.fixture, s.manifest)
+    )
+    builds = [build_files[3 * i : 3 * i + 3] for i in range(len(resolved))]
     owners = [tuple(s.target[SampledPropertiesOracleOwnersField].value or ()) for s in resolved]
-    return [codeowners.SuiteOwners(str(s.target.address), who,
-                                   (f.pin_path, f.generator_path, *f.input_paths, m.manifest_path, m.catalog_path,
-                                    *m.predicate_paths, *(b.rel_path for b in build)))
-            for s, who, f, m, build in zip(resolved, owners, fixtures, manifests, builds)]
+    return [
+        codeowners.SuiteOwners(
+            str(s.target.address),
+            who,
+            (
+                f.pin_path,
+                f.generator_path,
+                *f.input_paths,
+                m.manifest_path,
+                m.catalog_path,
+                *m.predicate_paths,
+                *(b.rel_path for b in build),
+            ),
+        )
+        for s, who, f, m, build in zip(resolved, owners, fixtures, manifests, builds)
+    ]
 
 
 @goal_rule

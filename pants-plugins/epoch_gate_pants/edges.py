@@ -49,8 +49,11 @@ from epoch_gate_pants.target_types import (
 
 @dataclass(frozen=True)
 class SuiteEdgesFieldSet(FieldSet):
-    required_fields = (SampledPropertiesDependenciesField, SampledPropertiesFixtureField,
-                       SampledPropertiesManifestField)
+    required_fields = (
+        SampledPropertiesDependenciesField,
+        SampledPropertiesFixtureField,
+        SampledPropertiesManifestField,
+    )
 
     dependencies: SampledPropertiesDependenciesField
     fixture: SampledPropertiesFixtureField
@@ -78,8 +81,13 @@ class _Edge:
 async def resolve_edge(request: _EdgeRequest) -> _Edge:
     origin = f"the `{request.field.alias}` field of {request.address}"
     try:
-        address = await Get(Address, AddressInput, AddressInput.parse(
-            str(request.field.value), relative_to=request.address.spec_path, description_of_origin=origin))
+        address = await Get(
+            Address,
+            AddressInput,
+            AddressInput.parse(
+                str(request.field.value), relative_to=request.address.spec_path, description_of_origin=origin
+            ),
+        )
         wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin=origin))
     except Exception:  # noqa: BLE001 - an unresolvable string is the gate's reason to report, not an edge
         return _Edge(None)
@@ -105,7 +113,9 @@ async def infer_product_owners(request: _ProductRequest, python_setup: PythonSet
     names = sorted(set().union(*(product_names(c.content) for c in contents)))
     candidates = sorted({module for name in names for module in module_candidates(name)})
     resolve = python_setup.default_resolve if python_setup.enable_resolves else None
-    owners = await MultiGet(Get(PythonModuleOwners, PythonModuleOwnersRequest(module, resolve)) for module in candidates)
+    owners = await MultiGet(
+        Get(PythonModuleOwners, PythonModuleOwnersRequest(module, resolve)) for module in candidates
+    )
     owned = {module: found.unambiguous for module, found in zip(candidates, owners) if found.unambiguous}
     found: set[Address] = set()
     for name in names:

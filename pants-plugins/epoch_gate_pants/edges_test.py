@@ -28,26 +28,35 @@ SUITE = Address("checks", target_name="props")
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     return RuleRunner(
-        rules=[*edges.rules(), *dependents_rules(), *module_mapper.rules(), *python_target_types_rules(),
-               QueryRule(Addresses, [DependenciesRequest]),
-               QueryRule(TransitiveTargets, [TransitiveTargetsRequest]), QueryRule(Dependents, [DependentsRequest]),
-               QueryRule(Owners, [OwnersRequest])],
-        target_types=[*target_types(), *core_backend.target_types(), PythonSourcesGeneratorTarget,
-                      PythonSourceTarget],
+        rules=[
+            *edges.rules(),
+            *dependents_rules(),
+            *module_mapper.rules(),
+            *python_target_types_rules(),
+            QueryRule(Addresses, [DependenciesRequest]),
+            QueryRule(TransitiveTargets, [TransitiveTargetsRequest]),
+            QueryRule(Dependents, [DependentsRequest]),
+            QueryRule(Owners, [OwnersRequest]),
+        ],
+        target_types=[*target_types(), *core_backend.target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget],
     )
 
 
 def write_repo(runner: RuleRunner, fixture: str = "fixtures:epoch", manifest: str = ":manifest") -> None:
-    runner.write_files({
-        "fixtures/BUILD": 'epoch_fixture(name="epoch", generator="gen.py")\nresource(name="gen", source="gen.py")',
-        "fixtures/gen.py": "",
-        "fixtures/EPOCH": "{}",
-        "checks/BUILD": ('property_manifest(name="manifest")\nresource(name="catalog", source="catalog.yaml")\n'
-                         f'sampled_properties(name="props", fixture="{fixture}", manifest="{manifest}", '
-                         'dependencies=[":catalog"])'),
-        "checks/catalog.yaml": "",
-        "checks/manifest.json": "{}",
-    })
+    runner.write_files(
+        {
+            "fixtures/BUILD": 'epoch_fixture(name="epoch", generator="gen.py")\nresource(name="gen", source="gen.py")',
+            "fixtures/gen.py": "",
+            "fixtures/EPOCH": "{}",
+            "checks/BUILD": (
+                'property_manifest(name="manifest")\nresource(name="catalog", source="catalog.yaml")\n'
+                f'sampled_properties(name="props", fixture="{fixture}", manifest="{manifest}", '
+                'dependencies=[":catalog"])'
+            ),
+            "checks/catalog.yaml": "",
+            "checks/manifest.json": "{}",
+        }
+    )
 
 
 def dependencies(runner: RuleRunner) -> set[Address]:
@@ -62,10 +71,15 @@ def test_fixture_and_manifest_are_dependencies(rule_runner: RuleRunner) -> None:
     assert {FIXTURE, MANIFEST} <= {t.address for t in closure}
 
 
-@pytest.mark.parametrize("path, owner", [
-    ("fixtures/EPOCH", FIXTURE), ("fixtures/gen.py", FIXTURE), ("checks/manifest.json", MANIFEST),
-    ("checks/catalog.yaml", MANIFEST),
-])
+@pytest.mark.parametrize(
+    "path, owner",
+    [
+        ("fixtures/EPOCH", FIXTURE),
+        ("fixtures/gen.py", FIXTURE),
+        ("checks/manifest.json", MANIFEST),
+        ("checks/catalog.yaml", MANIFEST),
+    ],
+)
 def test_a_changed_oracle_file_reaches_the_suite(rule_runner: RuleRunner, path: str, owner: Address) -> None:
     # What `--changed-since --changed-dependents` does: the file's owners, then their dependents.
     write_repo(rule_runner)
@@ -74,13 +88,16 @@ def test_a_changed_oracle_file_reaches_the_suite(rule_runner: RuleRunner, path: 
     assert list(found) == [SUITE]
 
 
-@pytest.mark.parametrize("fixture, manifest", [
-    ("fixtures:missing", ":manifest"),  # no such target
-    ("nowhere:epoch", ":manifest"),  # no such folder
-    ("a:b:c", ":manifest"),  # not an address
-    ("fixtures:gen", ":manifest"),  # a target of another type
-    ("fixtures:epoch", "fixtures:epoch"),
-])
+@pytest.mark.parametrize(
+    "fixture, manifest",
+    [
+        ("fixtures:missing", ":manifest"),  # no such target
+        ("nowhere:epoch", ":manifest"),  # no such folder
+        ("a:b:c", ":manifest"),  # not an address
+        ("fixtures:gen", ":manifest"),  # a target of another type
+        ("fixtures:epoch", "fixtures:epoch"),
+    ],
+)
 def test_an_unresolvable_string_adds_no_edge(rule_runner: RuleRunner, fixture: str, manifest: str) -> None:
     # The gate reports it as a reason: the build graph stays loadable so that it can.
     write_repo(rule_runner, fixture=fixture, manifest=manifest)
@@ -93,16 +110,24 @@ def test_the_product_the_predicates_call_is_a_dependency(rule_runner: RuleRunner
     """The predicates never import the product: each `product.<module>...` name they spell is an edge to
     the owner of its longest module prefix; a name the graph does not own (the standard library's) is none."""
     write_repo(rule_runner)
-    rule_runner.write_files({
-        "checks/props_properties.py": ("def p(record, product):\n    pay = product.shop.pay\n"
-                                       "    return pay.refund(product.shop.money.Money.zero('EUR')) and "
-                                       "product.fractions.Fraction(1) is not None\n"),
-        "shop/BUILD": "python_sources()",
-        "shop/__init__.py": "",
-        "shop/pay.py": "",
-        "shop/money.py": "",
-        "shop/unused.py": "",
-    })
-    assert dependencies(rule_runner) == {FIXTURE, MANIFEST, Address("checks", target_name="catalog"),
-                                         Address("shop", relative_file_path="pay.py"),
-                                         Address("shop", relative_file_path="money.py")}
+    rule_runner.write_files(
+        {
+            "checks/props_properties.py": (
+                "def p(record, product):\n    pay = product.shop.pay\n"
+                "    return pay.refund(product.shop.money.Money.zero('EUR')) and "
+                "product.fractions.Fraction(1) is not None\n"
+            ),
+            "shop/BUILD": "python_sources()",
+            "shop/__init__.py": "",
+            "shop/pay.py": "",
+            "shop/money.py": "",
+            "shop/unused.py": "",
+        }
+    )
+    assert dependencies(rule_runner) == {
+        FIXTURE,
+        MANIFEST,
+        Address("checks", target_name="catalog"),
+        Address("shop", relative_file_path="pay.py"),
+        Address("shop", relative_file_path="money.py"),
+    }

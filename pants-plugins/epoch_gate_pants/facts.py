@@ -19,15 +19,27 @@ from epoch_gate_pants.fixture import FixtureWorld
 from epoch_gate_pants.replay import ReplayRun
 
 
-def _replayed(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId,
-              what: str = "replay") -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
+def _replayed(
+    run: ReplayRun, contents: Optional[DigestContents], run_id: RunId, what: str = "replay"
+) -> tuple[Optional[ReplayEvidence], list[Reason], Optional[bool]]:
     """A replay run's checked output, why it has none, and whether it came from a cache."""
     if run.result is None:
         return None, [], None
     cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
     if run.result.exit_code != 0:
-        return None, [Reason(Code.REPLAY_FAILED, str(run.address), "exit 0", f"exit {run.result.exit_code}",
-                             f"the replay did not evaluate: {last_line(run.result.stderr)}")], cached
+        return (
+            None,
+            [
+                Reason(
+                    Code.REPLAY_FAILED,
+                    str(run.address),
+                    "exit 0",
+                    f"exit {run.result.exit_code}",
+                    f"the replay did not evaluate: {last_line(run.result.stderr)}",
+                )
+            ],
+            cached,
+        )
     return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
 
 
@@ -43,19 +55,33 @@ def replay_line(run: ReplayRun, contents: Optional[DigestContents], run_id: RunI
     world = run.held_out.world if run.held_out else run.epoch.world
     records = sum(world.records.get(bound, 0) for bound in {p.bound for p in properties})
     passed = sum(p.outcome == "pass" for p in properties)
-    return (f"{run.address}: {passed} of {len(properties)} sampled properties pass over {records:,} records{held}"
-            f"{' (from the cache)' if cached else ''}")
+    return (
+        f"{run.address}: {passed} of {len(properties)} sampled properties pass over {records:,} records{held}"
+        f"{' (from the cache)' if cached else ''}"
+    )
 
 
-def replay_facts(oracle: SuiteOracle, run: ReplayRun, contents: Optional[DigestContents], isolation: str,
-                 run_id: RunId, held: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))) -> SuiteFacts:
+def replay_facts(
+    oracle: SuiteOracle,
+    run: ReplayRun,
+    contents: Optional[DigestContents],
+    isolation: str,
+    run_id: RunId,
+    held: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL)),
+) -> SuiteFacts:
     """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
     pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
-    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None, run.epoch.world.world_sha256, isolation)
+    identities = Identities(
+        pin.epoch_id if pin else None,
+        pin.generator.sha256 if pin else None,
+        manifest.manifest_sha256 if manifest else None,
+        run.epoch.world.world_sha256,
+        isolation,
+    )
     replay, failed, cached = _replayed(run, contents, run_id)
-    return SuiteFacts(oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed),
-                      cached, held)
+    return SuiteFacts(
+        oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed), cached, held
+    )
 
 
 def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
@@ -65,8 +91,9 @@ def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
     return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
 
 
-def held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str, isolation: str,
-                    run_id: RunId) -> HeldOutFacts:
+def held_out_facts(
+    found: Optional[tuple[ReplayRun, DigestContents]], why: str, isolation: str, run_id: RunId
+) -> HeldOutFacts:
     """A suite's held-out draw as the judge reads it: its world and replay, or why none was drawn."""
     if found is None:
         return HeldOutFacts(HeldOut(False, why))
@@ -75,17 +102,33 @@ def held_out_facts(found: Optional[tuple[ReplayRun, DigestContents]], why: str, 
         return HeldOutFacts(HeldOut(False, "no epoch to draw for: the suite's pin or world cannot be read"))
     seed_digest, world = run.held_out.seed_sha256, run.held_out.world
     pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
-    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None, world.world_sha256, isolation)
+    identities = Identities(
+        pin.epoch_id if pin else None,
+        pin.generator.sha256 if pin else None,
+        manifest.manifest_sha256 if manifest else None,
+        world.world_sha256,
+        isolation,
+    )
     replay, failed, cached = None, list(run.refusals), None
     if world.failure is None:
         replay, not_run, cached = _replayed(run, contents, run_id, "held-out replay")
         failed += not_run
         if world.world_sha256 == run.epoch.world.world_sha256:
-            failed.append(Reason(Code.HELD_OUT_UNAVAILABLE, run.epoch.files.generator_path,
-                                 "a world other than the pinned one from --seed", f"the pinned world {world.world_sha256}",
-                                 "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
-                                 "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`"))
-    status = HeldOut(True, seed_sha256=seed_digest, world_sha256=world.world_sha256,
-                     records=tuple(sorted(world.records.items())), cached=cached)
+            failed.append(
+                Reason(
+                    Code.HELD_OUT_UNAVAILABLE,
+                    run.epoch.files.generator_path,
+                    "a world other than the pinned one from --seed",
+                    f"the pinned world {world.world_sha256}",
+                    "the generator ignored --seed: its held-out world is the pinned one. Make it draw "
+                    "from the seed, or opt the fixture out with `epoch_fixture(held_out=False)`",
+                )
+            )
+    status = HeldOut(
+        True,
+        seed_sha256=seed_digest,
+        world_sha256=world.world_sha256,
+        records=tuple(sorted(world.records.items())),
+        cached=cached,
+    )
     return HeldOutFacts(status, identities, _expected(run, world), replay, tuple(failed))

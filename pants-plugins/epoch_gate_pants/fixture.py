@@ -39,8 +39,16 @@ from epoch_gate_pants.target_types import (
 
 WORLD_DIR = "__world"
 # A fixed, minimal environment: nothing of the host's (clock zone, locale, hash seed) reaches the output.
-HERMETIC_ENV = FrozenDict({"PYTHONHASHSEED": "0", "LC_ALL": "C", "LANG": "C", "TZ": "UTC",
-                           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})
+HERMETIC_ENV = FrozenDict(
+    {
+        "PYTHONHASHSEED": "0",
+        "LC_ALL": "C",
+        "LANG": "C",
+        "TZ": "UTC",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -99,15 +107,19 @@ async def load_fixture_files(request: FixtureFilesRequest) -> FixtureFiles:
         Get(HydratedSources, HydrateSourcesRequest(target[EpochFixtureGeneratorField])),
         Get(HydratedSources, HydrateSourcesRequest(target[EpochFixtureInputsField])),
     )
-    sources = await Get(Digest, MergeDigests([pin.snapshot.digest, generator.snapshot.digest,
-                                              inputs.snapshot.digest]))
+    sources = await Get(Digest, MergeDigests([pin.snapshot.digest, generator.snapshot.digest, inputs.snapshot.digest]))
     entries = await Get(DigestEntries, Digest, sources)
     # Pants' file digests are SHA-256 of the content: the bytes that will actually be loaded.
     sha256 = {e.path: e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)}
     # Declared paths, not matched ones: a missing pin or generator is a reason, not an IndexError.
-    return FixtureFiles(request.address, target[EpochFixturePinField].file_path,
-                        target[EpochFixtureGeneratorField].file_path, tuple(sorted(inputs.snapshot.files)),
-                        sources, FrozenDict(sha256))
+    return FixtureFiles(
+        request.address,
+        target[EpochFixturePinField].file_path,
+        target[EpochFixtureGeneratorField].file_path,
+        tuple(sorted(inputs.snapshot.files)),
+        sources,
+        FrozenDict(sha256),
+    )
 
 
 def _generator_argv(python: str, files: FixtureFiles, seed: Optional[str]) -> list[str]:
@@ -120,18 +132,29 @@ def _generator_argv(python: str, files: FixtureFiles, seed: Optional[str]) -> li
 def _generator_failed(result: FallibleProcessResult, files: FixtureFiles, seed: Optional[str]) -> Reason:
     if seed is not None:  # the seed is named by its digest only, even in an echo of it
         said = last_line(result.stderr.replace(seed.encode(), b"<seed>"))
-        return Reason(Code.HELD_OUT_UNAVAILABLE, files.generator_path, "a held-out world from --seed",
-                      f"exit {result.exit_code}", f"the generator failed with --seed: {said}. Make it take "
-                      "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`")
-    return Reason(Code.GENERATOR_FAILED, files.generator_path, "exit 0", f"exit {result.exit_code}",
-                  f"the generator failed in its sandbox: {last_line(result.stderr)}")
+        return Reason(
+            Code.HELD_OUT_UNAVAILABLE,
+            files.generator_path,
+            "a held-out world from --seed",
+            f"exit {result.exit_code}",
+            f"the generator failed with --seed: {said}. Make it take "
+            "`--seed HEX` (docs/contract.md), or opt the fixture out with `epoch_fixture(held_out=False)`",
+        )
+    return Reason(
+        Code.GENERATOR_FAILED,
+        files.generator_path,
+        "exit 0",
+        f"exit {result.exit_code}",
+        f"the generator failed in its sandbox: {last_line(result.stderr)}",
+    )
 
 
 async def _world_of(output: Digest) -> FixtureWorld:
     """The generated world: its listing digest and record counts, or why it is not a world."""
     entries, contents = await MultiGet(Get(DigestEntries, Digest, output), Get(DigestContents, Digest, output))
-    listing = {os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint
-               for e in entries if isinstance(e, FileEntry)}
+    listing = {
+        os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)
+    }
     records = record_counts({os.path.relpath(c.path, WORLD_DIR): c.content for c in contents})
     try:
         return FixtureWorld(output, listing_sha256(listing), None, FrozenDict(records))
@@ -140,27 +163,37 @@ async def _world_of(output: Digest) -> FixtureWorld:
 
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
-async def generate_fixture_world(request: FixtureWorldRequest, python_setup: PythonSetup,
-                                 options: SampledPropertiesSubsystem) -> FixtureWorld:
+async def generate_fixture_world(
+    request: FixtureWorldRequest, python_setup: PythonSetup, options: SampledPropertiesSubsystem
+) -> FixtureWorld:
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
-    files, jail, interpreter = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(Jail),
-                                              Get(Interpreter, InterpreterConstraints, constraints))
+    files, jail, interpreter = await MultiGet(
+        Get(FixtureFiles, FixtureFilesRequest(request.address)),
+        Get(Jail),
+        Get(Interpreter, InterpreterConstraints, constraints),
+    )
     if interpreter.python is None:
-        return FixtureWorld(EMPTY_DIGEST, None, interpreter.reason(Code.GENERATOR_FAILED, files.generator_path,
-                                                                   constraints))
+        return FixtureWorld(
+            EMPTY_DIGEST, None, interpreter.reason(Code.GENERATOR_FAILED, files.generator_path, constraints)
+        )
     if jail.refusal is not None:
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
-    inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path,
-                                                                           *files.input_paths])))
+    inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path, *files.input_paths])))
     argv, env = jail.wrap(_generator_argv(interpreter.python.path, files, request.seed), dict(HERMETIC_ENV))
     sandbox = await Get(Digest, MergeDigests([inputs_only, jail.tools]))
-    result = await Get(FallibleProcessResult, Process(
-        argv=argv, input_digest=sandbox, output_directories=(WORLD_DIR,), env=env,
-        description=f"Generate the {'held-out' if request.seed else 'fixture'} world of {request.address}",
-        level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
-        remote_cache_speculation_delay_millis=options.speculation_delay_millis,
-    ))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=argv,
+            input_digest=sandbox,
+            output_directories=(WORLD_DIR,),
+            env=env,
+            description=f"Generate the {'held-out' if request.seed else 'fixture'} world of {request.address}",
+            level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
+            remote_cache_speculation_delay_millis=options.speculation_delay_millis,
+        ),
+    )
     if result.exit_code != 0:
         return FixtureWorld(result.output_digest, None, _generator_failed(result, files, request.seed))
     return await _world_of(result.output_digest)
@@ -168,14 +201,18 @@ async def generate_fixture_world(request: FixtureWorldRequest, python_setup: Pyt
 
 @rule(desc="Check an epoch pin", level=LogLevel.DEBUG)
 async def check_epoch(request: EpochCheckRequest) -> EpochCheck:
-    files, world = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(request.address)),
-                                  Get(FixtureWorld, FixtureWorldRequest(request.address)))
+    files, world = await MultiGet(
+        Get(FixtureFiles, FixtureFilesRequest(request.address)), Get(FixtureWorld, FixtureWorldRequest(request.address))
+    )
     pin_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.pin_path])))
     contents = await Get(DigestContents, Digest, pin_only)
     pin = check_pin(
-        pin_path=files.pin_path, pin_bytes=contents[0].content if contents else None,
-        generator=files.generator_path, generator_sha256=files.sha256.get(files.generator_path),
-        inputs={path: files.sha256.get(path) for path in files.input_paths}, world_sha256=world.world_sha256,
+        pin_path=files.pin_path,
+        pin_bytes=contents[0].content if contents else None,
+        generator=files.generator_path,
+        generator_sha256=files.sha256.get(files.generator_path),
+        inputs={path: files.sha256.get(path) for path in files.input_paths},
+        world_sha256=world.world_sha256,
     )
     if world.failure is not None:
         pin = PinCheck(pin.pin, (*pin.reasons, world.failure))

@@ -64,8 +64,15 @@ def _today(gate: GateSubsystem) -> tuple[datetime.date, list[Reason]]:
     try:
         return datetime.date.fromisoformat(gate.today), []
     except ValueError:
-        return datetime.date.min, [Reason(Code.ARTIFACT_MALFORMED, "pants.toml", "[gate].today as YYYY-MM-DD",
-                                          gate.today, "the [gate].today option is not an ISO date")]
+        return datetime.date.min, [
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                "pants.toml",
+                "[gate].today as YYYY-MM-DD",
+                gate.today,
+                "the [gate].today option is not an ISO date",
+            )
+        ]
 
 
 def _folder_glob(folder: str) -> PathGlobs:
@@ -109,8 +116,11 @@ def _held_out(request: _RunsRequest, suites: list[Suite]) -> tuple[list[Address]
     if request.tree_key is None:
         return [], []
     drawn = [s.target.address for s in suites if s.fixture[EpochFixtureHeldOutField].value]  # type: ignore[index]
-    return drawn, [(s.target.address, f"opted out (`held_out=False` on {s.fixture.address})")  # type: ignore[union-attr]
-                   for s in suites if s.target.address not in drawn]
+    return drawn, [
+        (s.target.address, f"opted out (`held_out=False` on {s.fixture.address})")  # type: ignore[union-attr]
+        for s in suites
+        if s.target.address not in drawn
+    ]
 
 
 @dataclass(frozen=True)
@@ -133,40 +143,70 @@ async def announce_replay(request: ReplayRequest, run_id: RunId) -> _Announced:
 @rule(desc="Replay the suites in scope", level=LogLevel.DEBUG)
 async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_targets: AllTargets) -> _Runs:
     everything = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    chosen = {t.address for t in (everything if request.whole else specified)
-              if isinstance(t, SampledPropertiesTarget)}
+    chosen = {t.address for t in (everything if request.whole else specified) if isinstance(t, SampledPropertiesTarget)}
     resolved = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in everything)
     usable = [s for s in resolved if s.problem is None and s.fixture is not None and s.manifest is not None]
     replayed = [s.target.address for s in usable if s.target.address in chosen]
     held, not_drawn = _held_out(request, [s for s in usable if s.target.address in chosen])
     # The replays start with the manifests' checks, not after them (each replay reads its own manifest),
     # and the held-out ones beside the pinned ones.
-    checked = await MultiGet([
-        *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
-        *(Get(_Announced, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
-        *(Get(_Announced, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
-          for address in held)])
-    manifests, runs = checked[:len(usable)], checked[len(usable):len(usable) + len(replayed)]
-    held_runs = checked[len(usable) + len(replayed):]
-    oracles = {s.target.address: SuiteOracle(str(s.target.address), s.fixture[EpochFixturePinField].file_path,
-                                             m.manifest_path, m.catalog_path, m.predicate_paths)
-               for s, m in zip(usable, manifests)}
+    checked = await MultiGet(
+        [
+            *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
+            *(Get(_Announced, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
+            *(
+                Get(_Announced, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
+                for address in held
+            ),
+        ]
+    )
+    manifests, runs = checked[: len(usable)], checked[len(usable) : len(usable) + len(replayed)]
+    held_runs = checked[len(usable) + len(replayed) :]
+    oracles = {
+        s.target.address: SuiteOracle(
+            str(s.target.address),
+            s.fixture[EpochFixturePinField].file_path,
+            m.manifest_path,
+            m.catalog_path,
+            m.predicate_paths,
+        )
+        for s, m in zip(usable, manifests)
+    }
     suites = tuple(_Suite(s.target.address, oracles.get(s.target.address), s.problem) for s in resolved)
-    return _Runs(suites, tuple(s for s in suites if s.address in chosen), tuple((r.run, r.contents) for r in runs),
-                 tuple((r.run, r.contents) for r in held_runs), tuple(not_drawn))
+    return _Runs(
+        suites,
+        tuple(s for s in suites if s.address in chosen),
+        tuple((r.run, r.contents) for r in runs),
+        tuple((r.run, r.contents) for r in held_runs),
+        tuple(not_drawn),
+    )
 
 
-def _facts(suite: _Suite, run: Optional[ReplayRun], contents: Optional[DigestContents], isolation: str,
-           run_id: RunId, held: HeldOutFacts) -> SuiteFacts:
+def _facts(
+    suite: _Suite,
+    run: Optional[ReplayRun],
+    contents: Optional[DigestContents],
+    isolation: str,
+    run_id: RunId,
+    held: HeldOutFacts,
+) -> SuiteFacts:
     """One suite's facts: from its replay run, or the reason it has none."""
     if run is None or suite.oracle is None:
         oracle = suite.oracle or SuiteOracle(str(suite.address), "", "", "", ())
-        return SuiteFacts(oracle, Identities(None, None, None, isolation=isolation), None, None,
-                          (suite.problem,) if suite.problem else (), held_out=held)
+        return SuiteFacts(
+            oracle,
+            Identities(None, None, None, isolation=isolation),
+            None,
+            None,
+            (suite.problem,) if suite.problem else (),
+            held_out=held,
+        )
     return replay_facts(suite.oracle, run, contents, isolation, run_id, held)
 
 
-def _held_out_key(gate: GateSubsystem, environment: CompleteEnvironmentVars) -> tuple[Optional[bytes], Optional[Reason]]:
+def _held_out_key(
+    gate: GateSubsystem, environment: CompleteEnvironmentVars
+) -> tuple[Optional[bytes], Optional[Reason]]:
     """The held-out key, read before the gate starts any process of its own, and taken out of this
     process's environment (without pantsd it is the client's): git and the parsers the gate runs do not
     inherit it."""
@@ -187,17 +227,25 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
     return lambda path: known[path] if path in known else read_at(root, base, path)
 
 
-async def _candidate_files(root: Path, change: Change, build_patterns: tuple[str, ...]) -> tuple[
-        Change, Optional[CandidateFiles]]:
+async def _candidate_files(
+    root: Path, change: Change, build_patterns: tuple[str, ...]
+) -> tuple[Change, Optional[CandidateFiles]]:
     """Trusted mode: the candidate's BUILD files checked (never loaded here, but once merged every judge
     would execute them), and its files as a digest for the replays."""
     candidate = change.candidate
     if candidate is None:
         return change, None
-    builds = [c.path for c in candidate.changed if c.status != "deleted" and any(
-        fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)]
-    findings = [*change.findings, *build_file_problems({p: read_at(root, candidate.tree, p) or b"" for p in builds},
-                                                       [t.alias for t in ORACLE_TARGETS])]
+    builds = [
+        c.path
+        for c in candidate.changed
+        if c.status != "deleted" and any(fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)
+    ]
+    findings = [
+        *change.findings,
+        *build_file_problems(
+            {p: read_at(root, candidate.tree, p) or b"" for p in builds}, [t.alias for t in ORACLE_TARGETS]
+        ),
+    ]
     try:
         files, irregular = candidate_files(root, candidate)
     except EvidenceError as error:
@@ -206,8 +254,9 @@ async def _candidate_files(root: Path, change: Change, build_patterns: tuple[str
     return dataclasses.replace(change, findings=tuple(findings)), digest
 
 
-def _draw(gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes],
-          unusable: Optional[Reason]) -> tuple[Optional[str], str, list[Reason]]:
+def _draw(
+    gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes], unusable: Optional[Reason]
+) -> tuple[Optional[str], str, list[Reason]]:
     """Held-out draws (trusted mode with the key): the merged tree's draw key, from which each suite's
     seed is derived (the key itself goes no further), or why none is drawn; and what that closes."""
     if candidate is None:
@@ -215,9 +264,20 @@ def _draw(gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[byt
     if unusable is not None:
         return None, unusable.message, [unusable]
     if key is None:
-        required = [Reason(Code.HELD_OUT_UNAVAILABLE, f"${gate.held_out_key_env}", "the held-out key", "unset",
-                           "[gate].held_out_required: trusted mode judges held-out worlds too, and the key is not "
-                           "set: pass the CI secret to the gate step")] if gate.held_out_required else []
+        required = (
+            [
+                Reason(
+                    Code.HELD_OUT_UNAVAILABLE,
+                    f"${gate.held_out_key_env}",
+                    "the held-out key",
+                    "unset",
+                    "[gate].held_out_required: trusted mode judges held-out worlds too, and the key is not "
+                    "set: pass the CI secret to the gate step",
+                )
+            ]
+            if gate.held_out_required
+            else []
+        )
         return None, held_out.no_key(gate.held_out_key_env), required
     return held_out.draw_key(key, candidate.tree), "the suite was not replayed", []
 
@@ -233,16 +293,28 @@ async def _evidence_files(gate: GateSubsystem) -> tuple[list[Observation], list[
     return archive, freezes, [*archive_reasons, *freeze_reasons]
 
 
-def _print(console: Console, gate: GateSubsystem, result: Report, wanted: str, out: Optional[str], fallback: str,
-           unsafe: list[Reason]) -> None:
+def _print(
+    console: Console,
+    gate: GateSubsystem,
+    result: Report,
+    wanted: str,
+    out: Optional[str],
+    fallback: str,
+    unsafe: list[Reason],
+) -> None:
     for line in report.console_lines(result):
         console.print_stdout(line)
     for line in annotations.lines(result.to_json(), gate.annotations):
         console.print_stdout(line)
     for reason in unsafe:
         console.print_stderr(printable(f"not written to {wanted}: {reason.path} is {reason.found}"))
-    console.print_stderr(printable(f"report: {out}/report.json ({out}/report.md)" if out is not None
-                                   else f"no report written: neither {wanted} nor {fallback} is a safe folder"))
+    console.print_stderr(
+        printable(
+            f"report: {out}/report.json ({out}/report.md)"
+            if out is not None
+            else f"no report written: neither {wanted} nor {fallback} is a safe folder"
+        )
+    )
 
 
 def _suite_facts(repository: _Runs, isolation: str, held_out_why: str, run_id: RunId) -> list[SuiteFacts]:
@@ -250,9 +322,16 @@ def _suite_facts(repository: _Runs, isolation: str, held_out_why: str, run_id: R
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
-    return [_facts(s, *by_address.get(s.address, (None, None)), isolation, run_id, held_out_facts(
-                held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id))
-            for s in repository.in_scope]
+    return [
+        _facts(
+            s,
+            *by_address.get(s.address, (None, None)),
+            isolation,
+            run_id,
+            held_out_facts(held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id),
+        )
+        for s in repository.in_scope
+    ]
 
 
 def _output_paths(root: Path, gate: GateSubsystem, dist_dir: DistDir, global_options: GlobalOptions) -> tuple[str, str]:
@@ -268,15 +347,25 @@ async def _write(workspace: Workspace, out: str, files: Mapping[str, bytes]) -> 
 
 
 @goal_rule
-async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, changed: Changed,
-                   dist_dir: DistDir, global_options: GlobalOptions, run_id: RunId,
-                   environment: CompleteEnvironmentVars) -> Gate:
+async def run_gate(
+    console: Console,
+    workspace: Workspace,
+    gate: GateSubsystem,
+    changed: Changed,
+    dist_dir: DistDir,
+    global_options: GlobalOptions,
+    run_id: RunId,
+    environment: CompleteEnvironmentVars,
+) -> Gate:
     findings: list[Reason] = gate_code_shadowed()  # the code deciding must be the gate's own
     key, unusable = _held_out_key(gate, environment)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
-    gathered = (candidate_change(root, gate.candidate, gate.trusted_refs) if gate.candidate
-                else local_change(root, changed.since or gate.base, gate.trusted_refs))
+    gathered = (
+        candidate_change(root, gate.candidate, gate.trusted_refs)
+        if gate.candidate
+        else local_change(root, changed.since or gate.base, gate.trusted_refs)
+    )
     change, candidate_digest = await _candidate_files(root, gathered, tuple(global_options.build_patterns))
     tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     del key
@@ -290,8 +379,10 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     # in a cold run) then overlaps that work: the replays ask for the jail when their processes are built.
     await Get(JailTools)
     jail, protected, repository = await MultiGet(
-        Get(Jail), Get(ProtectedPaths), Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate),
-                                                               candidate_digest, tree_key)))
+        Get(Jail),
+        Get(ProtectedPaths),
+        Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate), candidate_digest, tree_key)),
+    )
     facts = _suite_facts(repository, jail.description, held_out_why, run_id)
     archive, freezes, evidence_reasons = await _evidence_files(gate)
     tree, tree_reasons = reviewed(root, change)
@@ -299,17 +390,28 @@ async def run_gate(console: Console, workspace: Workspace, gate: GateSubsystem, 
     out_or_none, unsafe = output_folder(root, wanted, fallback)
     out = out_or_none or wanted
     judgement = judge(
-        ChangeFacts(mode="trusted" if gate.candidate else "local", base=change.base, changed=change.changed,
-                    protected=protected.as_set(),
-                    oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
-                    archive=tuple(archive), freezes=tuple(freezes), today=today,
-                    observations_dir=gate.observations_dir, freezes_dir=gate.freezes_dir, out=out,
-                    findings=(*findings, *evidence_reasons, *tree_reasons, *unsafe)),
+        ChangeFacts(
+            mode="trusted" if gate.candidate else "local",
+            base=change.base,
+            changed=change.changed,
+            protected=protected.as_set(),
+            oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
+            archive=tuple(archive),
+            freezes=tuple(freezes),
+            today=today,
+            observations_dir=gate.observations_dir,
+            freezes_dir=gate.freezes_dir,
+            out=out,
+            findings=(*findings, *evidence_reasons, *tree_reasons, *unsafe),
+        ),
         facts,
         read_base=_base_reader(root, change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
-        read_change=change.reader(root), root=root)
-    files = attestation.output_files(judgement.report, judgement.witnesses, tree,
-                                     time=datetime.datetime.now(datetime.timezone.utc), root=root)
+        read_change=change.reader(root),
+        root=root,
+    )
+    files = attestation.output_files(
+        judgement.report, judgement.witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc), root=root
+    )
     if out_or_none is not None:
         await _write(workspace, out, files)
     _print(console, gate, judgement.report, wanted, out_or_none, fallback, unsafe)

@@ -42,23 +42,37 @@ def bootstrapped(name: str, sha256: str) -> str:
             if hashlib.sha256(Path(candidate).read_bytes()).hexdigest() == sha256:
                 return candidate
     # Fail, never skip: a goal test skipped for a missing tool is a test that cannot fail.
-    pytest.fail(f"no bootstrapped {name} with sha256 {sha256} under {' or '.join(r for r in roots if r)}: "
-                "run ./pants once, which provisions it")
+    pytest.fail(
+        f"no bootstrapped {name} with sha256 {sha256} under {' or '.join(r for r in roots if r)}: "
+        "run ./pants once, which provisions it"
+    )
 
 
 def jail_options() -> list[str]:
-    return [f"--bwrap-url-template=file://{bootstrapped('isolation/bwrap', BWRAP_SHA)}",
-            f"--libfaketime-url-template=file://{bootstrapped('isolation/libfaketime.so.1', FAKETIME_SHA)}"]
+    return [
+        f"--bwrap-url-template=file://{bootstrapped('isolation/bwrap', BWRAP_SHA)}",
+        f"--libfaketime-url-template=file://{bootstrapped('isolation/libfaketime.so.1', FAKETIME_SHA)}",
+    ]
 
 
 def runner_options(*extra: str, jailed: bool = False) -> list[str]:
     # No jail unless a test asks for one: /usr/bin/bwrap may or may not exist on the host.
-    tools = jail_options() if jailed else ["--bwrap-url-template=file:///nonexistent/bwrap",
-                                           "--bwrap-system-search-path=[]"]
-    return ["--pex-cli-version=v2.1.137", f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
-            f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
-            "--python-interpreter-constraints=['CPython==3.9.*']", "--source-root-patterns=['/', '/src']",
-            "--python-bootstrap-search-path=['<PYENV>', '<PATH>']", "--python-infer-use-rust-parser", *tools, *extra]
+    tools = (
+        jail_options()
+        if jailed
+        else ["--bwrap-url-template=file:///nonexistent/bwrap", "--bwrap-system-search-path=[]"]
+    )
+    return [
+        "--pex-cli-version=v2.1.137",
+        f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
+        f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
+        "--python-interpreter-constraints=['CPython==3.9.*']",
+        "--source-root-patterns=['/', '/src']",
+        "--python-bootstrap-search-path=['<PYENV>', '<PATH>']",
+        "--python-infer-use-rust-parser",
+        *tools,
+        *extra,
+    ]
 
 
 def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
@@ -105,8 +119,13 @@ EPOCH_ID = "payments-e1"
 SEED = 3
 PIN_PATH = "fixtures/EPOCH"
 GITIGNORE = "/dist/\n/.pants.d/\n__pycache__/\n"
-GIT_ENV = {"GIT_AUTHOR_NAME": "goal", "GIT_AUTHOR_EMAIL": "goal@example.invalid", "GIT_COMMITTER_NAME": "goal",
-           "GIT_COMMITTER_EMAIL": "goal@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "goal",
+    "GIT_AUTHOR_EMAIL": "goal@example.invalid",
+    "GIT_COMMITTER_NAME": "goal",
+    "GIT_COMMITTER_EMAIL": "goal@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def generate_world(generator: str, base: str) -> tuple[str, dict[str, bytes]]:
@@ -114,8 +133,12 @@ def generate_world(generator: str, base: str) -> tuple[str, dict[str, bytes]]:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "gen.py").write_text(generator)
         Path(tmp, "base.json").write_text(base)
-        subprocess.run([sys.executable, "-B", "gen.py", "--out", "world", "--input", "base.json"], cwd=tmp,
-                       check=True, env={"PYTHONHASHSEED": "0", "LC_ALL": "C", "TZ": "UTC"})
+        subprocess.run(
+            [sys.executable, "-B", "gen.py", "--out", "world", "--input", "base.json"],
+            cwd=tmp,
+            check=True,
+            env={"PYTHONHASHSEED": "0", "LC_ALL": "C", "TZ": "UTC"},
+        )
         world = Path(tmp, "world")
         return world_sha256(world), {p.name: p.read_bytes() for p in world.iterdir()}
 
@@ -123,9 +146,14 @@ def generate_world(generator: str, base: str) -> tuple[str, dict[str, bytes]]:
 def example_files() -> tuple[dict[str, str], dict[str, bytes]]:
     """The example repository's files, its pin and manifest minted by the core; and its fixture world."""
     world_digest, world = generate_world(GENERATOR, BASE)
-    pin = mint_pin(epoch_id=EPOCH_ID, generator=PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR.encode())),
-                   inputs={"fixtures/base.json": sha256_bytes(BASE.encode())},
-                   world_sha256=world_digest, existing=None, path=PIN_PATH)
+    pin = mint_pin(
+        epoch_id=EPOCH_ID,
+        generator=PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR.encode())),
+        inputs={"fixtures/base.json": sha256_bytes(BASE.encode())},
+        world_sha256=world_digest,
+        existing=None,
+        path=PIN_PATH,
+    )
     manifest = sample(parse_catalog(CATALOG.encode(), "checks/catalog.yaml"), SEED, 2)
     return {
         ".gitignore": GITIGNORE,
@@ -133,10 +161,12 @@ def example_files() -> tuple[dict[str, str], dict[str, bytes]]:
         "fixtures/gen.py": GENERATOR,
         "fixtures/base.json": BASE,
         PIN_PATH: pin.to_bytes().decode(),
-        "checks/BUILD": ('python_sources(name="preds", sources=["props.py"])\n'
-                         'property_manifest(name="manifest", predicates=["props.py"])\n'
-                         'sampled_properties(name="props", fixture="fixtures:epoch", manifest=":manifest", '
-                         'dependencies=[":preds", "src:lib"])\n'),
+        "checks/BUILD": (
+            'python_sources(name="preds", sources=["props.py"])\n'
+            'property_manifest(name="manifest", predicates=["props.py"])\n'
+            'sampled_properties(name="props", fixture="fixtures:epoch", manifest=":manifest", '
+            'dependencies=[":preds", "src:lib"])\n'
+        ),
         "checks/props.py": PREDICATES,
         "checks/catalog.yaml": CATALOG,
         "checks/manifest.json": manifest.to_bytes().decode(),
@@ -216,8 +246,13 @@ class GateRepo:
         return repo
 
     def git(self, *args: str) -> str:
-        done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=True,
-                              env={**os.environ, **GIT_ENV})
+        done = subprocess.run(
+            ["git", "-C", str(self.root), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **GIT_ENV},
+        )
         return done.stdout.strip()
 
     def reset(self, commit: str = "") -> None:
@@ -275,7 +310,8 @@ class GateRepo:
         specs = [] if any(o.startswith("--changed-since") for o in options) else ["::"]
         if jailed is None:
             jailed = any(option.startswith("--gate-candidate") for option in options)
-        result = self.runner.run_goal_rule(Gate, args=specs, global_args=runner_options(*options, jailed=jailed),
-                                           env_inherit=ENV_INHERIT)
+        result = self.runner.run_goal_rule(
+            Gate, args=specs, global_args=runner_options(*options, jailed=jailed), env_inherit=ENV_INHERIT
+        )
         report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
         return GateRun(result.exit_code, report, result.stdout, result.stderr)

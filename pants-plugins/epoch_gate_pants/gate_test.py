@@ -97,8 +97,10 @@ def test_regenerated_fixture_input(repo: GateRepo) -> None:
 
 def test_loosened_predicate(repo: GateRepo) -> None:
     base = repo.head()
-    repo.write("checks/props.py", repo.read("checks/props.py") + "\n\ndef always_true(record: dict) -> bool:\n"
-                                                                 "    return True\n")
+    repo.write(
+        "checks/props.py",
+        repo.read("checks/props.py") + "\n\ndef always_true(record: dict) -> bool:\n" "    return True\n",
+    )
     repo.commit("loosen")
     run = judged(repo, base)
     assert_closed_with(run, "protected-path-changed")
@@ -120,8 +122,11 @@ def test_dropped_property_with_recomputed_digest(repo: GateRepo) -> None:
 
 def test_edited_catalog_entry(repo: GateRepo) -> None:
     base = repo.head()
-    repo.edit("checks/catalog.yaml", "predicate: checks.props:refund_le_captured",
-              "predicate: checks.props:refunds_never_negative")
+    repo.edit(
+        "checks/catalog.yaml",
+        "predicate: checks.props:refund_le_captured",
+        "predicate: checks.props:refunds_never_negative",
+    )
     repo.commit("point a property elsewhere")
     assert_closed_with(judged(repo, base), "protected-path-changed", "property-differs-from-catalog")
 
@@ -186,7 +191,6 @@ def test_missing_manifest_on_the_base(repo: GateRepo) -> None:
     assert_closed_with(judged(repo, base), "artifact-missing", "replay-failed")  # no manifest: nothing to replay
 
 
-
 # -- tests/e2e/holes_test.py: attacks on what the oracle is read through ----------------------------------
 
 # Rebinds every predicate to "holds" before any of them is imported.
@@ -222,8 +226,9 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: GateRepo) -> None:
 
     run = judged(repo, base)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes",
-            "freezes"} <= set(protected_paths(run)), protected_paths(run)
+    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes", "freezes"} <= set(
+        protected_paths(run)
+    ), protected_paths(run)
     shadowed = " ".join(r["found"] for r in reasons(run.report, "module-shadowed"))
     assert "src/checks/props/__init__.py" in shadowed  # refused in the replay's sandbox
     assert "freezes" in [r["path"] for r in reasons(run.report, "path-not-regular")]
@@ -261,6 +266,7 @@ def test_a_suite_whose_dependency_does_not_resolve_is_a_closed_report(repo: Gate
     [reason] = [r for r in reasons(run.report, "artifact-malformed") if r["path"] == "checks:props"]
     assert "no_such_lib" in reason["found"], reason
 
+
 # -- flakes and freezes -----------------------------------------------------------------------
 
 
@@ -287,9 +293,13 @@ def flaky(flaky_base: tuple[str, dict[str, Any]], example: GateRepo) -> tuple[Ga
 
 
 def freeze(flake: dict[str, Any], **overrides: str) -> str:
-    body = {"observation_id": flake["id"], "suite": flake["suite"], "epoch_id": flake["epoch_id"],
-            "expires_on": "2099-01-01",
-            "reason": "the refund check's first call in a process is wrong; ticket PAY-17"}
+    body = {
+        "observation_id": flake["id"],
+        "suite": flake["suite"],
+        "epoch_id": flake["epoch_id"],
+        "expires_on": "2099-01-01",
+        "reason": "the refund check's first call in a process is wrong; ticket PAY-17",
+    }
     body.update(overrides)
     return json.dumps(body, indent=2) + "\n"
 
@@ -320,8 +330,9 @@ def test_expired_freeze_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> Non
     repo, flake = flaky
     repo.write("freezes/refund-flake.json", freeze(flake, expires_on="2026-01-01"))
     base = repo.land("a freeze that has since expired")
-    assert_closed_with(repo.gate(f"--changed-since={base}", "--gate-today=2026-01-01"),
-                       "freeze-expired", "flake-unfrozen")
+    assert_closed_with(
+        repo.gate(f"--changed-since={base}", "--gate-today=2026-01-01"), "freeze-expired", "flake-unfrozen"
+    )
 
 
 def test_freeze_naming_a_test_is_closed(flaky: tuple[GateRepo, dict[str, Any]]) -> None:
@@ -353,15 +364,26 @@ def test_freeze_from_another_epoch_is_closed(flaky: tuple[GateRepo, dict[str, An
     [
         ("fixtures/EPOCH", None, ()),  # the agent re-pins the epoch
         # Both files below are malformed as well (a freeze without its suite, an empty observation).
-        ("freezes/quiet.json", json.dumps({"observation_id": f"refund_le_captured-{'0' * 24}", "epoch_id": EPOCH_ID,
-                                           "expires_on": "2099-01-01", "reason": "quiet"}) + "\n",
-         ("artifact-malformed",)),
+        (
+            "freezes/quiet.json",
+            json.dumps(
+                {
+                    "observation_id": f"refund_le_captured-{'0' * 24}",
+                    "epoch_id": EPOCH_ID,
+                    "expires_on": "2099-01-01",
+                    "reason": "quiet",
+                }
+            )
+            + "\n",
+            ("artifact-malformed",),
+        ),
         ("observations/note.json", "{}\n", ("artifact-malformed",)),
         ("pants.toml", "[GLOBAL]\n", ()),  # a RuleRunner reads none: protected as configuration by name
     ],
 )
-def test_every_other_kind_of_protected_file(repo: GateRepo, path: str, content: str | None,
-                                            also: tuple[str, ...]) -> None:
+def test_every_other_kind_of_protected_file(
+    repo: GateRepo, path: str, content: str | None, also: tuple[str, ...]
+) -> None:
     base = repo.head()
     repo.write(path, repo.read(path) + "\n" if content is None else content)
     repo.commit(f"touch {path}")
@@ -378,17 +400,23 @@ def test_hostile_names_and_a_committed_dist_file_end_in_a_report(repo: GateRepo)
         handle.write(b"{}\n")
     repo.write("freezes/a\n::stop-commands::x.json", "{}\n")
     repo.commit("hostile names")
-    run = repo.gate(f"--changed-since={base}", "--gate-annotations=github",
-                    report_at=".pants.d/epoch_gate/gate/report.json")
+    run = repo.gate(
+        f"--changed-since={base}", "--gate-annotations=github", report_at=".pants.d/epoch_gate/gate/report.json"
+    )
     assert ".pants.d/epoch_gate/gate/report.json" in run.stderr, run.stderr
     assert run.verdict == "closed" and run.exit_code == 1
     paths = {(r["code"], r["path"]) for r in reasons(run.report)}
-    assert {("output-folder-unsafe", "dist"), ("protected-path-changed", "freezes/\\xff.json"),
-            ("protected-path-changed", "freezes/a\n::stop-commands::x.json")} <= paths, paths
-    assert not [line for line in run.stdout.splitlines()
-                if line.startswith("::") and not line.startswith(("::error ", "::warning "))], run.stdout
+    assert {
+        ("output-folder-unsafe", "dist"),
+        ("protected-path-changed", "freezes/\\xff.json"),
+        ("protected-path-changed", "freezes/a\n::stop-commands::x.json"),
+    } <= paths, paths
+    assert not [
+        line
+        for line in run.stdout.splitlines()
+        if line.startswith("::") and not line.startswith(("::error ", "::warning "))
+    ], run.stdout
     assert (repo.root / "dist").is_file()
-
 
 
 # -- trusted mode: the judge is the landed checkout; the candidate, a commit it reads as data ----------
@@ -458,8 +486,9 @@ def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_acc
 
 
 def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:
-    commit = repo.candidate("build-patch", {REFUND_BUG[0]: buggy_product(repo),
-                                            "src/BUILD": repo.read("src/BUILD") + GATE_PATCH})
+    commit = repo.candidate(
+        "build-patch", {REFUND_BUG[0]: buggy_product(repo), "src/BUILD": repo.read("src/BUILD") + GATE_PATCH}
+    )
     run = repo.gate(f"--gate-candidate={commit}")
     assert_closed_with(run, "property-failed", "build-file-code")
     assert [r["path"] for r in reasons(run.report, "build-file-code")] == ["src/BUILD"]
@@ -500,10 +529,17 @@ def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(r
     assert replayed({"src/payments_lib.py": repo.read("src/payments_lib.py") + "\n# reviewed\n"})
 
 
-@pytest.mark.parametrize("compiled", ["src/payments_lib/__init__.pyc", "src/payments_lib.cpython-39-x86_64-linux-gnu.so",
-                                      "src/__pycache__/payments_lib.cpython-39.pyc"])
-def test_trusted_mode_refuses_compiled_code_python_would_load_instead_of_the_source(repo: GateRepo,
-                                                                                    compiled: str) -> None:
+@pytest.mark.parametrize(
+    "compiled",
+    [
+        "src/payments_lib/__init__.pyc",
+        "src/payments_lib.cpython-39-x86_64-linux-gnu.so",
+        "src/__pycache__/payments_lib.cpython-39.pyc",
+    ],
+)
+def test_trusted_mode_refuses_compiled_code_python_would_load_instead_of_the_source(
+    repo: GateRepo, compiled: str
+) -> None:
     repo.git("checkout", "-q", "-B", "compiled", "main")
     repo.write(compiled, "bytecode that returns True\n")
     repo.git("add", "--force", compiled)  # committed even where a .gitignore would have kept it out

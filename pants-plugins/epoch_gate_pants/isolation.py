@@ -116,8 +116,10 @@ class Jail:
     def wrap(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], FrozenDict[str, str]]:
         if not self.isolation.jailed:
             return argv, FrozenDict(env)
-        return (isolation.jailed_argv(argv, env, self.prefixes, self.build_root, self.isolation.fixed_clock),
-                FrozenDict())
+        return (
+            isolation.jailed_argv(argv, env, self.prefixes, self.build_root, self.isolation.fixed_clock),
+            FrozenDict(),
+        )
 
     @property
     def required(self) -> bool:
@@ -138,17 +140,24 @@ class Jail:
         clock = self.mode is Mode.REQUIRED
         if not self.required or (self.isolation.jailed and (self.isolation.fixed_clock or not clock)):
             return None
-        wanted = ("a bubblewrap jail with a stopped clock and the product in a jail of its own "
-                  "([gate].isolation = required)" if clock else
-                  "a bubblewrap jail with the product in a jail of its own (trusted mode (--gate-candidate) "
-                  "requires it)")
-        return Reason(Code.ISOLATION_UNAVAILABLE, "pants.toml", wanted,
-                      self.isolation.description,
-                      "the generator and the replays may not run outside the jail: "
-                      f"{self.isolation.failure or 'the wall clock did not stop'}. Install bubblewrap "
-                      "(`apt-get install bubblewrap`; `pants help bwrap`) and libfaketime, or accept an "
-                      "unjailed verdict with [gate].unsafe_allow_unjailed_verdict"
-                      + ("" if self.trusted else " or [gate].isolation = auto"))
+        wanted = (
+            "a bubblewrap jail with a stopped clock and the product in a jail of its own "
+            "([gate].isolation = required)"
+            if clock
+            else "a bubblewrap jail with the product in a jail of its own (trusted mode (--gate-candidate) "
+            "requires it)"
+        )
+        return Reason(
+            Code.ISOLATION_UNAVAILABLE,
+            "pants.toml",
+            wanted,
+            self.isolation.description,
+            "the generator and the replays may not run outside the jail: "
+            f"{self.isolation.failure or 'the wall clock did not stop'}. Install bubblewrap "
+            "(`apt-get install bubblewrap`; `pants help bwrap`) and libfaketime, or accept an "
+            "unjailed verdict with [gate].unsafe_allow_unjailed_verdict"
+            + ("" if self.trusted else " or [gate].isolation = auto"),
+        )
 
 
 @dataclass(frozen=True)
@@ -206,8 +215,9 @@ class SystemBubblewrapRequest:
 
 
 @rule(desc="Fetch the jail's tools", level=LogLevel.DEBUG)
-async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli,
-                           platform: Platform) -> JailTools:
+async def fetch_jail_tools(
+    gate: GateSubsystem, bwrap: Bubblewrap, faketime: Libfaketime, pex_cli: PexCli, platform: Platform
+) -> JailTools:
     # Pants 2.17 reads a `file://` download 4 KB at a time through its blocking thread pool, where each
     # read waits behind every file read of the build graph's work: in an empty store, pex took 6-7 s. So
     # the gate fetches these first, alone (`run_gate`). pex's download here is the very node Pants' own
@@ -215,39 +225,65 @@ async def fetch_jail_tools(gate: GateSubsystem, bwrap: Bubblewrap, faketime: Lib
     off = ToolFile(EMPTY_DIGEST, "not fetched: [gate].isolation = off")
     wanted = [ToolFileRequest.of(pex_cli, platform, "pex")]
     if gate.isolation is not Mode.OFF:
-        wanted += [ToolFileRequest.of(bwrap, platform, isolation.BWRAP),
-                   ToolFileRequest.of(faketime, platform, isolation.FAKETIME)]
+        wanted += [
+            ToolFileRequest.of(bwrap, platform, isolation.BWRAP),
+            ToolFileRequest.of(faketime, platform, isolation.FAKETIME),
+        ]
     pex, *jail = await MultiGet(Get(ToolFile, ToolFileRequest, request) for request in wanted)
     bwrap_file, clock_file = jail or (off, off)
     if bwrap_file.missing and gate.isolation is not Mode.OFF:
         system = await Get(ToolFile, SystemBubblewrapRequest(tuple(bwrap.system_search_path)))
-        bwrap_file = system if system.missing is None else ToolFile(
-            EMPTY_DIGEST, f"{bwrap_file.missing}; and {system.missing}")
+        bwrap_file = (
+            system if system.missing is None else ToolFile(EMPTY_DIGEST, f"{bwrap_file.missing}; and {system.missing}")
+        )
     return JailTools(bwrap_file, clock_file, pex)
 
 
 @rule(desc="Find the system's bubblewrap", level=LogLevel.DEBUG)
-async def system_bubblewrap(request: SystemBubblewrapRequest, bash: BashBinary, mkdir: MkdirBinary,
-                            cp: CpBinary) -> ToolFile:
+async def system_bubblewrap(
+    request: SystemBubblewrapRequest, bash: BashBinary, mkdir: MkdirBinary, cp: CpBinary
+) -> ToolFile:
     """The distribution's `bwrap`, version-checked and copied to its place in the jail's tools (so its
     bytes are part of every jailed process's inputs, as the pinned one's are)."""
     where = ", ".join(request.search_path) or "nowhere ([bwrap].system_search_path is empty)"
-    found = await Get(BinaryPaths, BinaryPathRequest(binary_name="bwrap", search_path=request.search_path,
-                                                     test=BinaryPathTest(["--version"], fingerprint_stdout=False)))
+    found = await Get(
+        BinaryPaths,
+        BinaryPathRequest(
+            binary_name="bwrap",
+            search_path=request.search_path,
+            test=BinaryPathTest(["--version"], fingerprint_stdout=False),
+        ),
+    )
     if found.first_path is None:
         return ToolFile(EMPTY_DIGEST, f"no system bubblewrap in {where}: install the `bubblewrap` package")
     path = found.first_path
-    copied = await Get(FallibleProcessResult, Process(
-        argv=[bash.path, "-c", f'"$1" -p {isolation.TOOLS_DIR} && "$2" "$3" {isolation.BWRAP} && "$3" --version',
-              "bash", mkdir.path, cp.path, path.path],
-        env={"BWRAP_SHA256": path.fingerprint}, output_files=(isolation.BWRAP,), level=LogLevel.DEBUG,
-        description=f"Copy the system's bubblewrap ({path.path})",
-        cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL))
+    copied = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=[
+                bash.path,
+                "-c",
+                f'"$1" -p {isolation.TOOLS_DIR} && "$2" "$3" {isolation.BWRAP} && "$3" --version',
+                "bash",
+                mkdir.path,
+                cp.path,
+                path.path,
+            ],
+            env={"BWRAP_SHA256": path.fingerprint},
+            output_files=(isolation.BWRAP,),
+            level=LogLevel.DEBUG,
+            description=f"Copy the system's bubblewrap ({path.path})",
+            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+        ),
+    )
     said = copied.stdout.decode("utf-8", "replace").strip()
     version = isolation.bwrap_version(said)
     if copied.exit_code != 0 or version is None or version < isolation.MIN_BWRAP:
-        return ToolFile(EMPTY_DIGEST, f"the system's {path.path} ({said or f'exit {copied.exit_code}'}) is not "
-                        f"bubblewrap {'.'.join(map(str, isolation.MIN_BWRAP))} or later")
+        return ToolFile(
+            EMPTY_DIGEST,
+            f"the system's {path.path} ({said or f'exit {copied.exit_code}'}) is not "
+            f"bubblewrap {'.'.join(map(str, isolation.MIN_BWRAP))} or later",
+        )
     return ToolFile(copied.output_digest, None)
 
 
@@ -260,9 +296,14 @@ class Interpreter:
     missing: str | None
 
     def reason(self, code: Code, path: str, constraints: InterpreterConstraints) -> Reason:
-        return Reason(code, path, f"an interpreter for {constraints}", self.missing or "none found",
-                      "no interpreter satisfies [python].interpreter_constraints: install one where "
-                      "[python-bootstrap].search_path looks")
+        return Reason(
+            code,
+            path,
+            f"an interpreter for {constraints}",
+            self.missing or "none found",
+            "no interpreter satisfies [python].interpreter_constraints: install one where "
+            "[python-bootstrap].search_path looks",
+        )
 
 
 @rule(desc="Find the interpreter for the generator and the replays", level=LogLevel.DEBUG)
@@ -275,8 +316,14 @@ async def find_interpreter(constraints: InterpreterConstraints) -> Interpreter:
 
 def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], description: str) -> Process:
     # Once per Pants run: the answer depends on the host (namespaces, installed files), not on inputs.
-    return Process(argv=argv, input_digest=digest, env=env, description=description, level=LogLevel.DEBUG,
-                   cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL)
+    return Process(
+        argv=argv,
+        input_digest=digest,
+        env=env,
+        description=description,
+        level=LogLevel.DEBUG,
+        cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+    )
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
@@ -296,10 +343,21 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     python = interpreter.python
     tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
     version, prefixes_run = await MultiGet(
-        Get(FallibleProcessResult, Process, _probe([isolation.BWRAP, "--version"], tools, FrozenDict(),
-                                                   "Read the bubblewrap version")),
-        Get(FallibleProcessResult, Process, _probe([python.path, "-S", "-s", "-c", isolation.PREFIXES],
-                                                   EMPTY_DIGEST, FrozenDict(), "Locate the interpreter")),
+        Get(
+            FallibleProcessResult,
+            Process,
+            _probe([isolation.BWRAP, "--version"], tools, FrozenDict(), "Read the bubblewrap version"),
+        ),
+        Get(
+            FallibleProcessResult,
+            Process,
+            _probe(
+                [python.path, "-S", "-s", "-c", isolation.PREFIXES],
+                EMPTY_DIGEST,
+                FrozenDict(),
+                "Locate the interpreter",
+            ),
+        ),
     )
     try:
         prefixes = tuple(isolation.read_prefixes(prefixes_run.stdout))
@@ -308,12 +366,14 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
         return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root, **policy)
     fixed_clock = jail_tools.clock.missing is None
     child = isolation.child_probe_argv(python.path, prefixes, "/")
-    argv = isolation.jailed_argv([python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {},
-                                 prefixes, root, fixed_clock)
+    argv = isolation.jailed_argv(
+        [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {}, prefixes, root, fixed_clock
+    )
     probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))
     name = version.stdout.decode("utf-8", "replace").strip() or "bubblewrap"
-    judged = isolation.judge_probe(name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock,
-                                   isolation.host_restriction())
+    judged = isolation.judge_probe(
+        name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock, isolation.host_restriction()
+    )
     return Jail(judged, mode, tools if judged.jailed else EMPTY_DIGEST, prefixes, root, **policy)
 
 

@@ -58,14 +58,14 @@ def _configuration(global_options: GlobalOptions, build_root: str) -> set[str]:
 
 
 @rule(desc="Derive the protected set", level=LogLevel.DEBUG)
-async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem,
-                               global_options: GlobalOptions) -> ProtectedPaths:
+async def derive_protected_set(
+    all_targets: AllTargets, gate: GateSubsystem, global_options: GlobalOptions
+) -> ProtectedPaths:
     oracle = [t for t in all_targets if isinstance(t, ORACLE_TARGETS)]
     fields = [field for t in oracle for field in t.field_values.values() if isinstance(field, SourcesField)]
     hydrated = await MultiGet(Get(HydratedSources, HydrateSourcesRequest(f)) for f in fields)
     build_files = await MultiGet(
-        Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="epoch_gate"))
-        for t in oracle
+        Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="epoch_gate")) for t in oracle
     )
     paths = {path for h in hydrated for path in h.snapshot.files}
     declared = {os.path.join(f.address.spec_path, g) for f in fields for g in (f.globs or ()) if not g.startswith("!")}
@@ -75,8 +75,9 @@ async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem,
     paths |= declared - globs
     paths |= {b.rel_path for b in build_files}
 
-    predicates = [p for f, h in zip(fields, hydrated) if isinstance(f, PropertyManifestPredicatesField)
-                  for p in h.snapshot.files]
+    predicates = [
+        p for f, h in zip(fields, hydrated) if isinstance(f, PropertyManifestPredicatesField) for p in h.snapshot.files
+    ]
     roots = await Get(SourceRootsResult, SourceRootsRequest.for_files(predicates))
     packages = {oracle_package(str(path), root.path) for path, root in roots.path_to_root.items()}
 
@@ -84,8 +85,15 @@ async def derive_protected_set(all_targets: AllTargets, gate: GateSubsystem,
     root = BuildRoot().path
     gate_code = {*_in_tree_package(epoch_gate.__file__, root), *_in_tree_package(epoch_gate_pants.__file__, root)}
     evidence = {gate.observations_dir.rstrip("/") + "/", gate.freezes_dir.rstrip("/") + "/"}
-    globs |= (packages | shaping_files(folders, global_options.build_patterns) | set(CONFIG_GLOBS)
-              | _configuration(global_options, root) | gate_code | evidence | set(gate.protected))
+    globs |= (
+        packages
+        | shaping_files(folders, global_options.build_patterns)
+        | set(CONFIG_GLOBS)
+        | _configuration(global_options, root)
+        | gate_code
+        | evidence
+        | set(gate.protected)
+    )
     # git's ignore and attribute files above any protected folder can rewrite its bytes on checkout.
     plain = [g.rstrip("/") for g in globs if g.endswith("/") and not any(c in g for c in "*?[")]
     globs |= shaping_files(plain, ())

@@ -4,8 +4,21 @@ the suites' `fixture` and `manifest` fields as inferred dependency edges."""
 
 from __future__ import annotations
 
-from epoch_gate_pants import (candidate, codeowners, edges, fixture, gate, isolation, protected, replay, reviewer, runner,
-                              sampled_tests, suite, tailor)
+from epoch_gate_pants import (
+    candidate,
+    codeowners,
+    edges,
+    fixture,
+    gate,
+    isolation,
+    protected,
+    replay,
+    reviewer,
+    runner,
+    sampled_tests,
+    suite,
+    tailor,
+)
 from epoch_gate_pants.target_types import target_types as _target_types
 
 
@@ -14,6 +27,18 @@ def target_types() -> list:
 
 
 def rules() -> list:
-    return [*candidate.rules(), *codeowners.rules(), *edges.rules(), *fixture.rules(), *gate.rules(), *isolation.rules(),
-            *protected.rules(), *replay.rules(), *reviewer.rules(), *runner.rules(), *sampled_tests.rules(),
-            *suite.rules(), *tailor.rules()]
+    return [
+        *candidate.rules(),
+        *codeowners.rules(),
+        *edges.rules(),
+        *fixture.rules(),
+        *gate.rules(),
+        *isolation.rules(),
+        *protected.rules(),
+        *replay.rules(),
+        *reviewer.rules(),
+        *runner.rules(),
+        *sampled_tests.rules(),
+        *suite.rules(),
+        *tailor.rules(),
+    ]

@@ -123,8 +123,11 @@ class ReplayRun:
 async def _requirement_paths(requirements: Digest) -> tuple[str, ...]:
     """The import path entries of a packed requirements PEX: one installed wheel per `.deps/` entry."""
     snapshot = await Get(Snapshot, Digest, requirements)
-    entries = {"/".join(path.split("/")[:4]) for path in (*snapshot.files, *snapshot.dirs)
-               if path.split("/")[2:3] == [".deps"] and len(path.split("/")) >= 4}
+    entries = {
+        "/".join(path.split("/")[:4])
+        for path in (*snapshot.files, *snapshot.dirs)
+        if path.split("/")[2:3] == [".deps"] and len(path.split("/")) >= 4
+    }
     return tuple(sorted(entries))
 
 
@@ -158,8 +161,11 @@ def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
     if not core.is_relative_to(build_root):  # an adopter's: the plugin's distribution, outside the repository
         return placed
     root = core.relative_to(build_root).as_posix()
-    return {path: stripped for path, stripped in placed.items()
-            if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}/{stripped}")}
+    return {
+        path: stripped
+        for path, stripped in placed.items()
+        if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}/{stripped}")
+    }
 
 
 @dataclass(frozen=True)
@@ -185,40 +191,56 @@ class ReplaySources:
     refusals: tuple[Reason, ...] = ()
 
 
-def _placements(unstripped: PythonSourceFiles, predicate_roots: SourceRootsResult,
-                build_root: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+def _placements(
+    unstripped: PythonSourceFiles, predicate_roots: SourceRootsResult, build_root: str
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(every file's place in the merged sandbox, the predicates' places, the oracle's top-level names to
     their packages), worked out before Pants merges the source roots: a path placed twice with other
     bytes would fail that merge, and a path or module provided twice, a file landing on the runner's
     package, a folder of the gate's or the oracle's own package, must be refused before anything runs."""
-    predicate_places = {str(path): strip_root(str(path), [root.path])[1]
-                        for path, root in predicate_roots.path_to_root.items()}
+    predicate_places = {
+        str(path): strip_root(str(path), [root.path])[1] for path, root in predicate_roots.path_to_root.items()
+    }
     placed = {path: strip_root(path, unstripped.source_roots)[1] for path in unstripped.source_files.snapshot.files}
     placed.update(predicate_places)
     placed = _without_runner(placed, build_root)
-    oracle = {top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
-              for path, stripped in predicate_places.items()}
+    oracle = {
+        top_level(stripped): oracle_package(path, predicate_roots.path_to_root[PurePath(path)].path)
+        for path, stripped in predicate_places.items()
+    }
     return placed, predicate_places, oracle
 
 
-async def _candidate_code(candidate: CandidateFiles, unstripped: PythonSourceFiles, placed: dict[str, str],
-                          oracle: dict[str, str]) -> tuple[dict[str, str], CandidateClosure]:
+async def _candidate_code(
+    candidate: CandidateFiles, unstripped: PythonSourceFiles, placed: dict[str, str], oracle: dict[str, str]
+) -> tuple[dict[str, str], CandidateClosure]:
     """Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
     from the candidate's files; nothing of the working tree's product. The predicates call the product by
     name, not by import: the candidate's code ships from the modules the suite depends on in the trusted
     build graph, and whatever they import."""
     oracle_placed = {path: stripped for path, stripped in placed.items() if top_level(stripped) in oracle}
-    oracle_digest = await Get(Digest, DigestSubset(unstripped.source_files.snapshot.digest,
-                                                   PathGlobs(sorted(oracle_placed))))
-    product = tuple(sorted({name for name in map(module_name, placed.values())
-                            if name is not None and name.split(".")[0] not in oracle}))
-    reached = await Get(CandidateClosure, CandidateClosureRequest(
-        candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product))
+    oracle_digest = await Get(
+        Digest, DigestSubset(unstripped.source_files.snapshot.digest, PathGlobs(sorted(oracle_placed)))
+    )
+    product = tuple(
+        sorted(
+            {
+                name
+                for name in map(module_name, placed.values())
+                if name is not None and name.split(".")[0] not in oracle
+            }
+        )
+    )
+    reached = await Get(
+        CandidateClosure,
+        CandidateClosureRequest(candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product),
+    )
     return oracle_placed, reached
 
 
-async def _shipped_code(stripped: StrippedPythonSourceFiles, oracle_placed: Optional[dict[str, str]],
-                        reached: Optional[CandidateClosure]) -> Digest:
+async def _shipped_code(
+    stripped: StrippedPythonSourceFiles, oracle_placed: Optional[dict[str, str]], reached: Optional[CandidateClosure]
+) -> Digest:
     """The code the sandbox holds: the suite's (or the oracle's and the candidate's), without anything
     under the runner's package, which past the shadowing check is the gate's own."""
     digest = stripped.stripped_source_files.snapshot.digest
@@ -241,15 +263,18 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     if request.candidate is not None:
         oracle_placed, reached = await _candidate_code(request.candidate, unstripped, placed, oracle)
         placed = {**oracle_placed, **dict(reached.places)}
-    reserved = ("epoch_gate", RUNNER_DIR, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED,
-                TOOLS_DIR)
-    refusals = (*(reached.refusals if reached else ()), *shadowing(placed, reserved, oracle),
-                *unowned_predicates(request.manifest.check.catalog, predicate_places.values(),
-                                    request.manifest.catalog_path))
+    reserved = ("epoch_gate", RUNNER_DIR, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED, TOOLS_DIR)
+    refusals = (
+        *(reached.refusals if reached else ()),
+        *shadowing(placed, reserved, oracle),
+        *unowned_predicates(request.manifest.check.catalog, predicate_places.values(), request.manifest.catalog_path),
+    )
     if refusals:
         return ReplaySources(EMPTY_DIGEST, EMPTY_DIGEST, (), (), tuple(refusals))
-    stripped, predicates = await MultiGet(Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
-                                          Get(StrippedSourceFiles, SourceFiles, predicate_sources))
+    stripped, predicates = await MultiGet(
+        Get(StrippedPythonSourceFiles, PythonSourceFiles, unstripped),
+        Get(StrippedSourceFiles, SourceFiles, predicate_sources),
+    )
     code = await _shipped_code(stripped, oracle_placed, reached)
     # The stand-ins' names too: the child imports a stand-in (and so ends) where it would miss the module.
     names = {top_level(path) for path in (*placed.values(), *(reached.stand_ins if reached else ()))}
@@ -263,10 +288,13 @@ async def _requirements(address: Address) -> Union[tuple[Digest, tuple[str, ...]
         requirements = await Get(Pex, RequirementsPexRequest([address]))
     except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
         return Reason(
-            Code.REQUIREMENTS_UNAVAILABLE, str(address), "the suite's third-party requirements from its "
-            "resolve's lockfile, as wheels", failure_line(error),
+            Code.REQUIREMENTS_UNAVAILABLE,
+            str(address),
+            "the suite's third-party requirements from its " "resolve's lockfile, as wheels",
+            failure_line(error),
             "the replay's third-party requirements could not be resolved: regenerate the lockfile "
-            "(`pants generate-lockfiles`), with wheels for every requirement")
+            "(`pants generate-lockfiles`), with wheels for every requirement",
+        )
     digest = await Get(Digest, AddPrefix(requirements.digest, REQUIREMENTS_DIR))
     return digest, await _requirement_paths(digest)
 
@@ -281,8 +309,9 @@ async def _manifest_only(manifest: ManifestFiles) -> tuple[Digest, str]:
     return await Get(Digest, AddPrefix(digest, MANIFEST_DIR)), f"{MANIFEST_DIR}/{name}"
 
 
-async def _world(request: ReplayRequest, fixture: Address, epoch: EpochCheck,
-                 epoch_id: str) -> tuple[FixtureWorld, Optional[HeldOutWorld]]:
+async def _world(
+    request: ReplayRequest, fixture: Address, epoch: EpochCheck, epoch_id: str
+) -> tuple[FixtureWorld, Optional[HeldOutWorld]]:
     """The world to replay over: the pinned one, or the one the generator draws from this suite's seed."""
     if request.held_out_key is None:
         return epoch.world, None
@@ -291,9 +320,19 @@ async def _world(request: ReplayRequest, fixture: Address, epoch: EpochCheck,
     return world, HeldOutWorld(epoch_gate_held_out.seed_sha256(seed), world)
 
 
-async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, manifest: ManifestFiles,
-                          world: FixtureWorld, held_out: bool, sources: ReplaySources, python: str, jail: Jail,
-                          runner: CoreRunner, options: SampledPropertiesSubsystem) -> Union[Process, Reason]:
+async def _replay_process(
+    request: ReplayRequest,
+    suite: Suite,
+    epoch_id: str,
+    manifest: ManifestFiles,
+    world: FixtureWorld,
+    held_out: bool,
+    sources: ReplaySources,
+    python: str,
+    jail: Jail,
+    runner: CoreRunner,
+    options: SampledPropertiesSubsystem,
+) -> Union[Process, Reason]:
     """The replay's process, or why its third-party requirements cannot ship."""
     properties = manifest.check.manifest.properties if manifest.check.manifest else ()
     requirements = await _requirements(request.address)
@@ -303,27 +342,58 @@ async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, m
     manifest_digest, manifest_path = await _manifest_only(manifest)
     # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
     # and the runner: the cache key.
-    sandbox = await Get(Digest, MergeDigests([
-        runner.digest, sources.code, sources.predicates, world.digest, manifest_digest, requirements_digest,
-        jail.tools,
-    ]))
+    sandbox = await Get(
+        Digest,
+        MergeDigests(
+            [
+                runner.digest,
+                sources.code,
+                sources.predicates,
+                world.digest,
+                manifest_digest,
+                requirements_digest,
+                jail.tools,
+            ]
+        ),
+    )
     argv, env = jail.wrap(
-        [python, "-I", "-B", "-S", "-c", BOOT.format(runner=RUNNER_DIR), "replay",
-         "--manifest", manifest_path, "--world", WORLD_DIR, "--suite", str(request.address),
-         "--epoch-id", epoch_id, "--out", REPLAY_DIR,
-         "--max-witnesses", str(suite.target[SampledPropertiesMaxWitnessesField].value),
-         "--sandbox-names", ",".join(sources.names), "--oracle-names", ",".join(sources.oracle),
-         *(f"--child-path={path}" for path in requirement_paths),
-         *jail.child_arguments(options.child_limits)],
-        dict(HERMETIC_ENV))
+        [
+            python,
+            "-I",
+            "-B",
+            "-S",
+            "-c",
+            BOOT.format(runner=RUNNER_DIR),
+            "replay",
+            "--manifest",
+            manifest_path,
+            "--world",
+            WORLD_DIR,
+            "--suite",
+            str(request.address),
+            "--epoch-id",
+            epoch_id,
+            "--out",
+            REPLAY_DIR,
+            "--max-witnesses",
+            str(suite.target[SampledPropertiesMaxWitnessesField].value),
+            "--sandbox-names",
+            ",".join(sources.names),
+            "--oracle-names",
+            ",".join(sources.oracle),
+            *(f"--child-path={path}" for path in requirement_paths),
+            *jail.child_arguments(options.child_limits),
+        ],
+        dict(HERMETIC_ENV),
+    )
     return Process(
         argv=argv,
         input_digest=sandbox,
         output_directories=(REPLAY_DIR,),
         env=env,
         description=f"Replay {len(properties)} sampled properties of {request.address} over "
-                    f"{sum(world.records.get(b, 0) for b in {p.bound for p in properties}):,} records of "
-                    f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
+        f"{sum(world.records.get(b, 0) for b in {p.bound for p in properties}):,} records of "
+        f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
         level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         timeout_seconds=options.timeout,
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
@@ -331,15 +401,31 @@ async def _replay_process(request: ReplayRequest, suite: Suite, epoch_id: str, m
     )
 
 
-async def _set_up(request: ReplayRequest, suite: Suite, epoch_id: str, manifest: ManifestFiles,
-                  world: FixtureWorld, held_out: bool, dependencies: SuiteDependencies, python_setup: PythonSetup,
-                  runner: CoreRunner, options: SampledPropertiesSubsystem) -> Union[Process, tuple[Reason, ...]]:
+async def _set_up(
+    request: ReplayRequest,
+    suite: Suite,
+    epoch_id: str,
+    manifest: ManifestFiles,
+    world: FixtureWorld,
+    held_out: bool,
+    dependencies: SuiteDependencies,
+    python_setup: PythonSetup,
+    runner: CoreRunner,
+    options: SampledPropertiesSubsystem,
+) -> Union[Process, tuple[Reason, ...]]:
     """The replay's process (its sources placed, an interpreter found, the jail probed), or why it cannot run."""
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
     sources, interpreter, jail = await MultiGet(
-        Get(ReplaySources, ReplaySourcesRequest(request.address, dependencies.closure,
-                                                suite.manifest[PropertyManifestPredicatesField], manifest,
-                                                request.candidate)),
+        Get(
+            ReplaySources,
+            ReplaySourcesRequest(
+                request.address,
+                dependencies.closure,
+                suite.manifest[PropertyManifestPredicatesField],
+                manifest,
+                request.candidate,
+            ),
+        ),
         Get(Interpreter, InterpreterConstraints, constraints),
         Get(Jail),
     )
@@ -347,14 +433,16 @@ async def _set_up(request: ReplayRequest, suite: Suite, epoch_id: str, manifest:
         return (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),)
     if sources.refusals:
         return sources.refusals
-    process = await _replay_process(request, suite, epoch_id, manifest, world, held_out, sources,
-                                    interpreter.python.path, jail, runner, options)
+    process = await _replay_process(
+        request, suite, epoch_id, manifest, world, held_out, sources, interpreter.python.path, jail, runner, options
+    )
     return (process,) if isinstance(process, Reason) else process
 
 
 @rule(desc="Replay sampled properties", level=LogLevel.DEBUG)
-async def replay_sampled_properties(request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner,
-                                    options: SampledPropertiesSubsystem) -> ReplayRun:
+async def replay_sampled_properties(
+    request: ReplayRequest, python_setup: PythonSetup, runner: CoreRunner, options: SampledPropertiesSubsystem
+) -> ReplayRun:
     suite = await Get(Suite, SuiteRequest(request.address))
     if suite.problem is not None or suite.fixture is None or suite.manifest is None:
         raise InvalidFieldException(suite.problem.message if suite.problem else str(request.address))
@@ -376,12 +464,19 @@ async def replay_sampled_properties(request: ReplayRequest, python_setup: Python
     if world.failure is not None:
         return refused(world.failure)
     if dependencies.failure is not None:
-        return refused(Reason(
-            Code.ARTIFACT_MALFORMED, str(request.address), "the suite's dependencies resolve in the build graph",
-            dependencies.failure, "the suite's transitive dependencies could not be resolved: fix the address "
-            "or import the error names"))
-    process = await _set_up(request, suite, pin.epoch_id, manifest, world, held_out is not None, dependencies,
-                            python_setup, runner, options)
+        return refused(
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                str(request.address),
+                "the suite's dependencies resolve in the build graph",
+                dependencies.failure,
+                "the suite's transitive dependencies could not be resolved: fix the address "
+                "or import the error names",
+            )
+        )
+    process = await _set_up(
+        request, suite, pin.epoch_id, manifest, world, held_out is not None, dependencies, python_setup, runner, options
+    )
     if not isinstance(process, Process):
         return refused(*process)
     result = await Get(FallibleProcessResult, Process, process)

@@ -58,13 +58,16 @@ class SampleProperties(Goal):
 async def _one(targets: Targets, kind: type[Target], goal: str, console: Console) -> Target | None:
     """The one target of `kind` the specs name, directly or as the fixture or manifest of a suite they
     name (`pants pin-epoch services/payments:suite`)."""
-    suites = await MultiGet(Get(Suite, SuiteRequest(t.address)) for t in targets
-                            if isinstance(t, SampledPropertiesTarget))
+    suites = await MultiGet(
+        Get(Suite, SuiteRequest(t.address)) for t in targets if isinstance(t, SampledPropertiesTarget)
+    )
     referenced = [s.fixture if kind is EpochFixtureTarget else s.manifest for s in suites]
     found = {t.address: t for t in (*targets, *referenced) if isinstance(t, kind)}
     if len(found) != 1:
-        console.print_stderr(f"{goal}: name exactly one `{kind.alias}` target or the suite that uses it (found "
-                             f"{len(found)}), e.g. `pants {goal} path/to:target`")
+        console.print_stderr(
+            f"{goal}: name exactly one `{kind.alias}` target or the suite that uses it (found "
+            f"{len(found)}), e.g. `pants {goal} path/to:target`"
+        )
         return None
     return next(iter(found.values()))
 
@@ -76,8 +79,7 @@ def _refused(console: Console, goal: str, r: Reason) -> None:
 
 
 @goal_rule
-async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSubsystem,
-                    targets: Targets) -> PinEpoch:
+async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSubsystem, targets: Targets) -> PinEpoch:
     target = await _one(targets, EpochFixtureTarget, "pin-epoch", console)
     if target is None or not options.epoch_id:
         if target is not None:
@@ -91,10 +93,14 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
     # The pin as the check parsed it; a missing or unreadable one is replaced, never merged with.
     existing = check.pin.pin
     try:
-        pin = mint_pin(epoch_id=options.epoch_id,
-                       generator=PinnedFile(files.generator_path, files.sha256[files.generator_path]),
-                       inputs={p: files.sha256[p] for p in files.input_paths}, world_sha256=world.world_sha256,
-                       existing=existing, path=files.pin_path)
+        pin = mint_pin(
+            epoch_id=options.epoch_id,
+            generator=PinnedFile(files.generator_path, files.sha256[files.generator_path]),
+            inputs={p: files.sha256[p] for p in files.input_paths},
+            world_sha256=world.world_sha256,
+            existing=existing,
+            path=files.pin_path,
+        )
     except EvidenceError as error:
         _refused(console, "pin-epoch", error.reason)
         return PinEpoch(exit_code=1)
@@ -108,8 +114,9 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
 
 
 @goal_rule
-async def sample_properties(console: Console, workspace: Workspace, options: SamplePropertiesSubsystem,
-                            targets: Targets) -> SampleProperties:
+async def sample_properties(
+    console: Console, workspace: Workspace, options: SamplePropertiesSubsystem, targets: Targets
+) -> SampleProperties:
     target = await _one(targets, PropertyManifestTarget, "sample-properties", console)
     if target is None or options.seed is None or options.k is None:
         if target is not None:
@@ -128,8 +135,10 @@ async def sample_properties(console: Console, workspace: Workspace, options: Sam
         console.print_stderr(f"sample-properties: refused: {exc}")
         return SampleProperties(exit_code=1)
     workspace.write_digest(await Get(Digest, CreateDigest([FileContent(files.manifest_path, manifest.to_bytes())])))
-    console.print_stdout(f"drew {manifest.k} of {len(catalog.properties)} properties with seed {manifest.seed} "
-                         f"into {files.manifest_path}:")
+    console.print_stdout(
+        f"drew {manifest.k} of {len(catalog.properties)} properties with seed {manifest.seed} "
+        f"into {files.manifest_path}:"
+    )
     for prop in manifest.properties:
         console.print_stdout(f"  {prop.name} ({prop.bound})")
     console.print_stdout(f"manifest sha256 {manifest.manifest_sha256}")

@@ -36,8 +36,14 @@ def runner_files() -> dict[str, bytes]:
     """The runner package's modules and the declared core modules, by path relative to RUNNER_DIR."""
     package = runner_package.__name__
     folder = Path(runner_package.__file__ or "").parent
-    modules = [package, *(f"{package}.{path.stem}" for path in sorted(folder.glob("*.py"))
-                          if path.stem != "__init__" and not path.stem.endswith("_test"))]
+    modules = [
+        package,
+        *(
+            f"{package}.{path.stem}"
+            for path in sorted(folder.glob("*.py"))
+            if path.stem != "__init__" and not path.stem.endswith("_test")
+        ),
+    ]
     return dict(sorted(_source(module) for module in (*modules, *SHIPPED_CORE)))
 
 

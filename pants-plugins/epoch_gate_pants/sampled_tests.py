@@ -41,15 +41,18 @@ def judged_test(run: ReplayRun, contents: DigestContents, run_id: RunId) -> tupl
     suite is eligible as the gate would judge it without a freeze."""
     facts = replay_facts(SuiteOracle(str(run.address), "", "", "", ()), run, contents, "", run_id)
     report, _ = judge_one(facts, _no_change(datetime.datetime.now(datetime.timezone.utc).date()))
-    lines = [printable(p.summary() + (f": {p.detail}" if p.detail else "")) for p in
-             (report.replay.properties if report.replay else ())]
+    lines = [
+        printable(p.summary() + (f": {p.detail}" if p.detail else ""))
+        for p in (report.replay.properties if report.replay else ())
+    ]
     lines += [reason.line() for reason in report.verdict.reasons]
     return (0 if report.verdict.label is Label.ELIGIBLE else 1), "".join(f"{line}\n" for line in lines)
 
 
 @rule(desc="Test sampled properties", level=LogLevel.DEBUG)
 async def run_sampled_properties(
-    batch: SampledPropertiesTestRequest.Batch[SampledPropertiesFieldSet, Any], test_subsystem: TestSubsystem,
+    batch: SampledPropertiesTestRequest.Batch[SampledPropertiesFieldSet, Any],
+    test_subsystem: TestSubsystem,
     run_id: RunId,
 ) -> TestResult:
     field_set = batch.single_element

@@ -24,8 +24,9 @@ def providers(name: str, path: Sequence[str]) -> list[str]:
         if not os.path.isdir(folder):
             continue
         hits = [os.path.join(folder, c.format(name)) for c in _CANDIDATES]
-        extensions = [e.path for e in os.scandir(folder)
-                      if e.name.startswith(name + ".") and e.name.endswith((".so", ".pyd"))]
+        extensions = [
+            e.path for e in os.scandir(folder) if e.name.startswith(name + ".") and e.name.endswith((".so", ".pyd"))
+        ]
         provider = os.path.realpath(os.path.join(folder, name))
         if (any(os.path.exists(h) for h in hits) or extensions) and provider not in found:
             found.append(provider)
@@ -39,16 +40,29 @@ def gate_code_shadowed(path: Sequence[str] = (), modules: dict | None = None) ->
     for name in GATE_PACKAGES:
         found = providers(name, path)
         if len(found) != 1:
-            reasons.append(Reason(Code.MODULE_SHADOWED, name, "one provider of the gate's package " + name,
-                                  " and ".join(found) or "none",
-                                  f"the gate's own package {name} is provided {len(found)} times on the import "
-                                  "path: the code deciding may not be the gate's"))
+            reasons.append(
+                Reason(
+                    Code.MODULE_SHADOWED,
+                    name,
+                    "one provider of the gate's package " + name,
+                    " and ".join(found) or "none",
+                    f"the gate's own package {name} is provided {len(found)} times on the import "
+                    "path: the code deciding may not be the gate's",
+                )
+            )
             continue
         for module_name, module in sorted(modules.items()):
             if module_name != name and not module_name.startswith(name + "."):
                 continue
             file = os.path.realpath(getattr(module, "__file__", None) or "")
             if not file.startswith(found[0] + os.sep) and file != found[0] + ".py":
-                reasons.append(Reason(Code.MODULE_SHADOWED, module_name, f"loaded from {found[0]}", file or "?",
-                                      f"the gate's module {module_name} was loaded from elsewhere"))
+                reasons.append(
+                    Reason(
+                        Code.MODULE_SHADOWED,
+                        module_name,
+                        f"loaded from {found[0]}",
+                        file or "?",
+                        f"the gate's module {module_name} was loaded from elsewhere",
+                    )
+                )
     return reasons

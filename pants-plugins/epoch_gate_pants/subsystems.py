@@ -167,7 +167,7 @@ class GateSubsystem(GoalSubsystem):
     today = StrOption(
         default=None,
         help="The ISO date freezes expire against (default: today in UTC). Set it only to replay a past "
-             "verdict: a date in the past is unsafe, since it revives expired freezes.",
+        "verdict: a date in the past is unsafe, since it revives expired freezes.",
     )
     annotations = EnumOption(
         default=Style.NONE,
@@ -227,7 +227,7 @@ class SampledPropertiesSubsystem(Subsystem):
         default=_LIMITS.processes,
         advanced=True,
         help="Processes and threads the replay's product code may have alive at once (a fork bomb ends "
-             "here): `replay-failed` beyond it.",
+        "here): `replay-failed` beyond it.",
     )
     child_open_files = IntOption(
         default=_LIMITS.open_files,
@@ -238,7 +238,7 @@ class SampledPropertiesSubsystem(Subsystem):
         default=_LIMITS.output,
         advanced=True,
         help="Bytes the replay's product code may print on stdout and stderr, all processes together: "
-             "`replay-failed` beyond it.",
+        "`replay-failed` beyond it.",
     )
     child_cpu_seconds = IntOption(
         default=_LIMITS.cpu_seconds,
@@ -248,9 +248,13 @@ class SampledPropertiesSubsystem(Subsystem):
 
     @property
     def child_limits(self) -> Limits:
-        return Limits(memory=self.child_memory_bytes, processes=self.child_processes,
-                      open_files=self.child_open_files, output=self.child_output_bytes,
-                      cpu_seconds=self.child_cpu_seconds)
+        return Limits(
+            memory=self.child_memory_bytes,
+            processes=self.child_processes,
+            open_files=self.child_open_files,
+            output=self.child_output_bytes,
+            cpu_seconds=self.child_cpu_seconds,
+        )
 
     remote_cache_speculation_delay = IntOption(
         default=1000,

@@ -58,13 +58,18 @@ class ManifestFiles:
 
 async def _referenced(target: Target, field_type: type[StringField], expected: type[Target]) -> Target:
     origin = f"the `{field_type.alias}` field of {target.address}"
-    address = await Get(Address, AddressInput,
-                        AddressInput.parse(str(target[field_type].value), relative_to=target.address.spec_path,
-                                           description_of_origin=origin))
+    address = await Get(
+        Address,
+        AddressInput,
+        AddressInput.parse(
+            str(target[field_type].value), relative_to=target.address.spec_path, description_of_origin=origin
+        ),
+    )
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin=origin))
     if not isinstance(wrapped.target, expected):
-        raise InvalidFieldException(f"{origin} must name an `{expected.alias}` target, not the "
-                                    f"`{wrapped.target.alias}` target {address}.")
+        raise InvalidFieldException(
+            f"{origin} must name an `{expected.alias}` target, not the " f"`{wrapped.target.alias}` target {address}."
+        )
     return wrapped.target
 
 
@@ -78,9 +83,18 @@ async def resolve_suite(request: SuiteRequest) -> Suite:
         field = SampledPropertiesManifestField
         manifest = await _referenced(target, field, PropertyManifestTarget)
     except Exception as error:  # noqa: BLE001 - any resolution failure is a closing reason, not a Pants error
-        return Suite(target, None, None, Reason(
-            Code.ARTIFACT_MALFORMED, str(target.address), f"`{field.alias}` naming an existing target of the "
-            "right type", str(target[field].value), f"{target.address}: {str(error).splitlines()[0][:300]}"))
+        return Suite(
+            target,
+            None,
+            None,
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                str(target.address),
+                f"`{field.alias}` naming an existing target of the " "right type",
+                str(target[field].value),
+                f"{target.address}: {str(error).splitlines()[0][:300]}",
+            ),
+        )
     return Suite(target, fixture, manifest)
 
 
@@ -102,13 +116,17 @@ async def check_property_manifest(request: ManifestFilesRequest) -> ManifestFile
         Get(DigestContents, Digest, manifest.snapshot.digest),
         Get(DigestContents, Digest, catalog.snapshot.digest),
     )
-    sources = await Get(Digest, MergeDigests([manifest.snapshot.digest, catalog.snapshot.digest,
-                                              predicates.snapshot.digest]))
+    sources = await Get(
+        Digest, MergeDigests([manifest.snapshot.digest, catalog.snapshot.digest, predicates.snapshot.digest])
+    )
     manifest_path = target[PropertyManifestSourceField].file_path
     catalog_path = target[PropertyManifestCatalogField].file_path
     check = check_manifest(
-        manifest_path=manifest_path, manifest_bytes=manifest_contents[0].content if manifest_contents else None,
-        catalog_path=catalog_path, catalog_bytes=catalog_contents[0].content if catalog_contents else None)
+        manifest_path=manifest_path,
+        manifest_bytes=manifest_contents[0].content if manifest_contents else None,
+        catalog_path=catalog_path,
+        catalog_bytes=catalog_contents[0].content if catalog_contents else None,
+    )
     return ManifestFiles(manifest_path, catalog_path, tuple(sorted(predicates.snapshot.files)), sources, check)
 
 

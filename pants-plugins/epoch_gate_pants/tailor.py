@@ -60,18 +60,17 @@ def _relative(path: str, folder: str) -> str | None:
     """`path` relative to `folder`, or None when it lies outside (a BUILD file cannot reach up)."""
     if not folder:
         return path
-    return path[len(folder) + 1:] if path.startswith(folder + "/") else None
+    return path[len(folder) + 1 :] if path.startswith(folder + "/") else None
 
 
 def _is_input(path: str) -> bool:
     name = PurePosixPath(path).name
-    return not (name.endswith(NOT_INPUTS) or name.startswith(("BUILD", ".")) or name == PIN
-                or "__pycache__" in path)
+    return not (name.endswith(NOT_INPUTS) or name.startswith(("BUILD", ".")) or name == PIN or "__pycache__" in path)
 
 
 def _fixture_name(generator: str) -> str:
     stem = PurePosixPath(generator).stem
-    return (stem[len("generate_"):] if stem.startswith("generate_") else stem) + "_epoch"
+    return (stem[len("generate_") :] if stem.startswith("generate_") else stem) + "_epoch"
 
 
 def _from_pin(folder: str, pin_path: str, data: bytes) -> PutativeTarget | None:
@@ -88,8 +87,14 @@ def _from_pin(folder: str, pin_path: str, data: bytes) -> PutativeTarget | None:
     kwargs: dict = {"generator": generator}
     if inputs:
         kwargs["inputs"] = tuple(inputs)
-    return PutativeTarget.for_target_type(EpochFixtureTarget, folder, _fixture_name(generator), [PIN], kwargs,
-                                          comments=[f"# From the pin of epoch {pin.epoch_id}."])
+    return PutativeTarget.for_target_type(
+        EpochFixtureTarget,
+        folder,
+        _fixture_name(generator),
+        [PIN],
+        kwargs,
+        comments=[f"# From the pin of epoch {pin.epoch_id}."],
+    )
 
 
 def _from_generator(folder: str, generator: str, inputs: list[str], alone: bool) -> PutativeTarget:
@@ -100,8 +105,9 @@ def _from_generator(folder: str, generator: str, inputs: list[str], alone: bool)
         kwargs["inputs"] = tuple(sorted(inputs))
     elif not alone:
         comments = ["# Several generators share this folder: list the inputs this one reads."]
-    return PutativeTarget.for_target_type(EpochFixtureTarget, folder, _fixture_name(name), [name], kwargs,
-                                          comments=comments)
+    return PutativeTarget.for_target_type(
+        EpochFixtureTarget, folder, _fixture_name(name), [name], kwargs, comments=comments
+    )
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,7 @@ class _Side:
 
 def _fixture_keys(folder: str, generator: str) -> set[str]:
     stem = PurePosixPath(generator).stem
-    return {PurePosixPath(folder).name, stem[len("generate_"):] if stem.startswith("generate_") else stem} - {""}
+    return {PurePosixPath(folder).name, stem[len("generate_") :] if stem.startswith("generate_") else stem} - {""}
 
 
 def _pairs(fixtures: list[_Side], manifests: list[_Side]) -> list[tuple[_Side, _Side]]:
@@ -132,10 +138,18 @@ def _pairs(fixtures: list[_Side], manifests: list[_Side]) -> list[tuple[_Side, _
 
 def _claimed(fixtures: list[Target], manifests: list[Target]) -> set[str]:
     """The files existing fixtures and manifests already name."""
-    claimed = {os.path.join(t.address.spec_path, t[f].value) for t in fixtures
-               for f in (EpochFixturePinField, EpochFixtureGeneratorField) if t[f].value}
-    return claimed | {os.path.join(t.address.spec_path, t[f].value) for t in manifests
-                      for f in (PropertyManifestCatalogField, PropertyManifestSourceField) if t[f].value}
+    claimed = {
+        os.path.join(t.address.spec_path, t[f].value)
+        for t in fixtures
+        for f in (EpochFixturePinField, EpochFixtureGeneratorField)
+        if t[f].value
+    }
+    return claimed | {
+        os.path.join(t.address.spec_path, t[f].value)
+        for t in manifests
+        for f in (PropertyManifestCatalogField, PropertyManifestSourceField)
+        if t[f].value
+    }
 
 
 async def _from_pins(unclaimed: list[str]) -> list[PutativeTarget]:
@@ -168,30 +182,55 @@ async def _from_generators(unclaimed: list[str], claimed: set[str], pinned: set[
 def _from_catalogs(unclaimed: list[str]) -> list[PutativeTarget]:
     """A `property_manifest` beside each unclaimed catalog."""
     names = [(path, PurePosixPath(path).name) for path in unclaimed if PurePosixPath(path).name in CATALOGS]
-    return [PutativeTarget.for_target_type(PropertyManifestTarget, os.path.dirname(path), "manifest", [name],
-                                           {} if name == PropertyManifestCatalogField.default else {"catalog": name})
-            for path, name in names]
+    return [
+        PutativeTarget.for_target_type(
+            PropertyManifestTarget,
+            os.path.dirname(path),
+            "manifest",
+            [name],
+            {} if name == PropertyManifestCatalogField.default else {"catalog": name},
+        )
+        for path, name in names
+    ]
 
 
 async def _suites(all_targets: AllTargets, proposals: list[PutativeTarget]) -> list[PutativeTarget]:
     """Pair each fixture and manifest no suite uses yet: the only ones, or by name (a manifest folder
     `checks/inventory` with the fixture folder `fixtures/inventory` or generator `generate_inventory.py`)."""
     suites = [t for t in all_targets if isinstance(t, SampledPropertiesTarget)]
-    used = await MultiGet(Get(Address, AddressInput, AddressInput.parse(
-        str(s[f].value), relative_to=s.address.spec_path, description_of_origin="tailor"))
-        for s in suites for f in (SampledPropertiesFixtureField, SampledPropertiesManifestField))
+    used = await MultiGet(
+        Get(
+            Address,
+            AddressInput,
+            AddressInput.parse(str(s[f].value), relative_to=s.address.spec_path, description_of_origin="tailor"),
+        )
+        for s in suites
+        for f in (SampledPropertiesFixtureField, SampledPropertiesManifestField)
+    )
     used_specs = {a.spec for a in used}
     free = [t for t in all_targets if t.address.spec not in used_specs]
-    free_fixtures = [_Side(t.address.spec, t.address.spec_path,
-                           _fixture_keys(t.address.spec_path, t[EpochFixtureGeneratorField].value))
-                     for t in free if isinstance(t, EpochFixtureTarget)]
-    free_fixtures += [_Side(_address(p), p.path,
-                            _fixture_keys(p.path, p.kwargs.get("generator") or p.triggering_sources[0]))
-                      for p in proposals if p.type_alias == EpochFixtureTarget.alias]
-    free_manifests = [_Side(t.address.spec, t.address.spec_path, {PurePosixPath(t.address.spec_path).name})
-                      for t in free if isinstance(t, PropertyManifestTarget)]
-    free_manifests += [_Side(_address(p), p.path, {PurePosixPath(p.path).name})
-                       for p in proposals if p.type_alias == PropertyManifestTarget.alias]
+    free_fixtures = [
+        _Side(
+            t.address.spec, t.address.spec_path, _fixture_keys(t.address.spec_path, t[EpochFixtureGeneratorField].value)
+        )
+        for t in free
+        if isinstance(t, EpochFixtureTarget)
+    ]
+    free_fixtures += [
+        _Side(_address(p), p.path, _fixture_keys(p.path, p.kwargs.get("generator") or p.triggering_sources[0]))
+        for p in proposals
+        if p.type_alias == EpochFixtureTarget.alias
+    ]
+    free_manifests = [
+        _Side(t.address.spec, t.address.spec_path, {PurePosixPath(t.address.spec_path).name})
+        for t in free
+        if isinstance(t, PropertyManifestTarget)
+    ]
+    free_manifests += [
+        _Side(_address(p), p.path, {PurePosixPath(p.path).name})
+        for p in proposals
+        if p.type_alias == PropertyManifestTarget.alias
+    ]
     found = []
     for fixture, manifest in _pairs(free_fixtures, free_manifests):
         predicates = await Get(Paths, PathGlobs([os.path.join(manifest.folder, PREDICATES)]))
@@ -201,24 +240,29 @@ async def _suites(all_targets: AllTargets, proposals: list[PutativeTarget]) -> l
             kwargs["dependencies"] = tuple(predicates.files)
             for content in await Get(DigestContents, PathGlobs(predicates.files)):
                 _warn_old_shape(content.path, content.content)
-        found.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties", [],
-                                                    kwargs))
+        found.append(PutativeTarget.for_target_type(SampledPropertiesTarget, manifest.folder, "properties", [], kwargs))
     return found
 
 
 @rule(level=LogLevel.DEBUG, desc="Determine candidate epoch_gate targets to create")
-async def find_putative_epoch_gate_targets(request: PutativeEpochGateTargetsRequest, all_targets: AllTargets,
-                                           gate: GateSubsystem) -> PutativeTargets:
+async def find_putative_epoch_gate_targets(
+    request: PutativeEpochGateTargetsRequest, all_targets: AllTargets, gate: GateSubsystem
+) -> PutativeTargets:
     if not gate.tailor:
         return PutativeTargets()
-    claimed = _claimed([t for t in all_targets if isinstance(t, EpochFixtureTarget)],
-                       [t for t in all_targets if isinstance(t, PropertyManifestTarget)])
+    claimed = _claimed(
+        [t for t in all_targets if isinstance(t, EpochFixtureTarget)],
+        [t for t in all_targets if isinstance(t, PropertyManifestTarget)],
+    )
     found = await Get(Paths, PathGlobs, request.path_globs(PIN, GENERATORS, *CATALOGS))
     unclaimed = [p for p in found.files if p not in claimed]
     pinned = await _from_pins(unclaimed)
     claimed |= {os.path.join(p.path, p.kwargs["generator"]) for p in pinned}
-    proposals = [*pinned, *await _from_generators(unclaimed, claimed, {p.path for p in pinned}),
-                 *_from_catalogs(unclaimed)]
+    proposals = [
+        *pinned,
+        *await _from_generators(unclaimed, claimed, {p.path for p in pinned}),
+        *_from_catalogs(unclaimed),
+    ]
     return PutativeTargets([*proposals, *await _suites(all_targets, proposals)])
 
 
@@ -227,9 +271,11 @@ def _warn_old_shape(path: str, source: bytes) -> None:
     say so now, with the new shape, rather than after the first gate."""
     old = old_shape_predicates(source)
     if old:
-        logger.warning(f"{path}: {', '.join(old)} take a record only. A predicate now takes (record, product) "
-                       "and calls the code under test through `product` (`product.pkg.module.function(...)`) "
-                       "instead of importing it: see docs/adopting.md, 'Writing predicates'.")
+        logger.warning(
+            f"{path}: {', '.join(old)} take a record only. A predicate now takes (record, product) "
+            "and calls the code under test through `product` (`product.pkg.module.function(...)`) "
+            "instead of importing it: see docs/adopting.md, 'Writing predicates'."
+        )
 
 
 def rules() -> list:

@@ -94,8 +94,13 @@ class EpochFixtureHeldOutField(BoolField):
 
 class EpochFixtureTarget(Target):
     alias = "epoch_fixture"
-    core_fields = (*COMMON_TARGET_FIELDS, EpochFixturePinField, EpochFixtureGeneratorField,
-                   EpochFixtureInputsField, EpochFixtureHeldOutField)
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        EpochFixturePinField,
+        EpochFixtureGeneratorField,
+        EpochFixtureInputsField,
+        EpochFixtureHeldOutField,
+    )
     help = help_text(
         """
         A pinned fixture epoch: the pin, the generator and its inputs.
@@ -159,8 +164,12 @@ class PropertyManifestPredicatesField(_WarnWhenMissing, MultipleSourcesField, Se
 
 class PropertyManifestTarget(Target):
     alias = "property_manifest"
-    core_fields = (*COMMON_TARGET_FIELDS, PropertyManifestSourceField, PropertyManifestCatalogField,
-                   PropertyManifestPredicatesField)
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        PropertyManifestSourceField,
+        PropertyManifestCatalogField,
+        PropertyManifestPredicatesField,
+    )
     help = help_text(
         """
         A property manifest: the sampled draw, the catalog it was drawn from, and the predicate code.
@@ -246,9 +255,14 @@ class SampledPropertiesOracleOwnersField(StringSequenceField):
 
 class SampledPropertiesTarget(Target):
     alias = "sampled_properties"
-    core_fields = (*COMMON_TARGET_FIELDS, SampledPropertiesFixtureField, SampledPropertiesManifestField,
-                   SampledPropertiesDependenciesField, SampledPropertiesMaxWitnessesField,
-                   SampledPropertiesOracleOwnersField)
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        SampledPropertiesFixtureField,
+        SampledPropertiesManifestField,
+        SampledPropertiesDependenciesField,
+        SampledPropertiesMaxWitnessesField,
+        SampledPropertiesOracleOwnersField,
+    )
     help = help_text(
         """
         The sampled properties of a manifest, replayed over an epoch's fixture world by `pants test`.

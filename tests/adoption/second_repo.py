@@ -11,15 +11,36 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "new user", "GIT_AUTHOR_EMAIL": "user@example.invalid",
-           "GIT_COMMITTER_NAME": "new user", "GIT_COMMITTER_EMAIL": "user@example.invalid",
-           "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "new user",
+    "GIT_AUTHOR_EMAIL": "user@example.invalid",
+    "GIT_COMMITTER_NAME": "new user",
+    "GIT_COMMITTER_EMAIL": "user@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 # What the machine needs to reach PyPI (the plugin resolve) and to find Python 3.9; nothing of this repo.
-PASSED_ENV = ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "EPOCH_GATE_CACHE", "SSL_CERT_FILE", "PIP_CERT",
-              "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+PASSED_ENV = (
+    "HOME",
+    "PATH",
+    "PYENV_ROOT",
+    "XDG_CACHE_HOME",
+    "EPOCH_GATE_CACHE",
+    "SSL_CERT_FILE",
+    "PIP_CERT",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
 # The launcher (this machine's stand-in for scie-pants, which downloads from GitHub) and its pins.
-LAUNCHER = ("pants", "3rdparty/bootstrap/pants-requirements.txt", "3rdparty/bootstrap/pex-requirements.txt",
-            "3rdparty/bootstrap/isolation.txt")
+LAUNCHER = (
+    "pants",
+    "3rdparty/bootstrap/pants-requirements.txt",
+    "3rdparty/bootstrap/pex-requirements.txt",
+    "3rdparty/bootstrap/isolation.txt",
+)
 PEX_PIN = "v2.1.137|linux_x86_64|2917b29129a5865346d87f2b2c7a50670e7abc416429c6b1c8e6c8f45f82871d|3563513"
 
 PANTS_TOML = """\
@@ -155,10 +176,18 @@ class NewRepo:
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
         return {**env, **GIT_ENV, "PATH": f"{self.bin_dir}:{env.get('PATH', '')}"}
 
-    def sh(self, command: str, env: dict[str, str] | None = None, timed: bool = False) -> subprocess.CompletedProcess[str]:
+    def sh(
+        self, command: str, env: dict[str, str] | None = None, timed: bool = False
+    ) -> subprocess.CompletedProcess[str]:
         started = time.monotonic()
-        done = subprocess.run(["bash", "-c", command], cwd=self.root, capture_output=True, text=True,
-                              env={**self.env(), **(env or {})}, timeout=1200)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env={**self.env(), **(env or {})},
+            timeout=1200,
+        )
         if timed:
             self.timings.append((command, time.monotonic() - started))
             self.outputs[command] = done

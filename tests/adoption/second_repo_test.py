@@ -17,8 +17,10 @@ from epoch_gate.testutil import layout_problems
 from tests.adoption.second_repo import NewRepo, documented_commands
 from tests.e2e.repo import stop_pantsd
 
-LOOSENED = ('    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',
-            "    return True\n")
+LOOSENED = (
+    '    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',
+    "    return True\n",
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +65,11 @@ def test_the_guide_and_the_readme_give_the_same_six_commands(adopted: NewRepo) -
     assert len(steps) == len(commands), steps
     for command, step in zip(commands, steps):
         words = command.split()
-        said = ([f"pants {words[1]}", *(w for w in words[2:] if re.fullmatch(r"[a-z]+-[a-z-]+", w))]
-                if words[0] == "pants" else [f"git {re.findall(r'git ([a-z]+)', command)[-1]}"])
+        said = (
+            [f"pants {words[1]}", *(w for w in words[2:] if re.fullmatch(r"[a-z]+-[a-z-]+", w))]
+            if words[0] == "pants"
+            else [f"git {re.findall(r'git ([a-z]+)', command)[-1]}"]
+        )
         assert all(s in step for s in said), (command, step)
 
 
@@ -74,8 +79,9 @@ def test_each_slow_step_says_what_it_does_before_its_result(adopted: NewRepo) ->
     result = re.search(r"^✓ checks:properties succeeded in [0-9.]+s( \(cached locally\))?\.$", tested, re.M)
     assert result, tested[-3000:]
     if not result.group(1):
-        replayed = tested.find("Completed: Replay 2 sampled properties of checks:properties over 200 records of "
-                               "epoch prices-2026-12-a")
+        replayed = tested.find(
+            "Completed: Replay 2 sampled properties of checks:properties over 200 records of " "epoch prices-2026-12-a"
+        )
         assert 0 <= replayed < result.start(), tested[-3000:]
     # The gate's suite line comes as soon as its replay is done, before the report, cached or not.
     gated = adopted.sh("pants gate :: 2>&1").stdout
@@ -162,7 +168,9 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     installed = adopted.sh(install["run"], env={"PATH": f"{shims}:{os.environ['PATH']}"})
     assert installed.returncode == 0, installed.stderr
     assert (tmp_path / "sudo.log").read_text().splitlines()[:2] == [
-        "apt-get update -qq", "apt-get install -y -qq --no-install-recommends bubblewrap"]
+        "apt-get update -qq",
+        "apt-get install -y -qq --no-install-recommends bubblewrap",
+    ]
 
     several_reasons(adopted)
     candidate = adopted.sh("git rev-parse several").stdout.strip()
@@ -170,8 +178,11 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     summary = tmp_path / "summary.md"
     outputs = []
     for step in runs[1:]:  # the fetch needs GitHub's pull refs: the candidate is already a local commit
-        env = {**{k: str(v) for k, v in step.get("env", {}).items()}, "GITHUB_STEP_SUMMARY": str(summary),
-               "CANDIDATE": candidate}
+        env = {
+            **{k: str(v) for k, v in step.get("env", {}).items()},
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "CANDIDATE": candidate,
+        }
         outputs.append(adopted.sh(step["run"], env=env))
     gate = outputs[0]
     assert gate.returncode == 1, gate.stdout + gate.stderr[-3000:]
@@ -187,8 +198,7 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     assert "## epoch_gate: **closed**" in summary.read_text()
 
 
-def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(adopted: NewRepo,
-                                                                               tmp_path: Path) -> None:
+def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(adopted: NewRepo, tmp_path: Path) -> None:
     several_reasons(adopted)  # checked out: the script must not judge from this checkout
     done = adopted.sh(f"bash {recipe('gate.sh')} several", env={"GATE_ARTIFACTS": str(tmp_path / "artifacts")})
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
@@ -213,12 +223,20 @@ def test_codeowners_from_the_build_graph_cover_the_oracle(adopted: NewRepo) -> N
     done = adopted.sh("pants gate-codeowners --gate-codeowners-owners=shop/oracle")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    for path in ("/fixtures/EPOCH", "/fixtures/generate_prices.py", "/checks/catalog.yaml",
-                 "/checks/shop_properties.py", "/checks/manifest.json", "/pants.toml", "/freezes/"):
+    for path in (
+        "/fixtures/EPOCH",
+        "/fixtures/generate_prices.py",
+        "/checks/catalog.yaml",
+        "/checks/shop_properties.py",
+        "/checks/manifest.json",
+        "/pants.toml",
+        "/freezes/",
+    ):
         assert f"{path} @shop/oracle" in lines, lines
     assert not any(line.startswith("/src/") for line in lines)  # product code is not the oracle
     (adopted.root / ".github").mkdir(exist_ok=True)
     adopted.write(".github/CODEOWNERS", "* @shop/everyone\n" + done.stdout)
-    check = adopted.sh("pants gate-codeowners --gate-codeowners-owners=shop/oracle "
-                       "--gate-codeowners-check=.github/CODEOWNERS")
+    check = adopted.sh(
+        "pants gate-codeowners --gate-codeowners-owners=shop/oracle " "--gate-codeowners-check=.github/CODEOWNERS"
+    )
     assert check.returncode == 0, check.stderr[-2000:]

@@ -10,8 +10,11 @@ from pathlib import Path
 from tests.e2e.repo import Repo
 
 ORDERS = "checks:orders_properties"
-REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
-              "    if already + minor > payment.authorized.minor:")
+REFUND_BUG = (
+    "src/orders/orders/payments.py",
+    "    if already + minor > payment.captured.minor:",
+    "    if already + minor > payment.authorized.minor:",
+)
 
 
 def written(out: Path) -> dict[Path, object]:

@@ -28,8 +28,11 @@ KEY = secrets.token_hex(32)
 KEYED = {"EPOCH_GATE_HELD_OUT_KEY": KEY}
 ORDERS, INVENTORY = "checks:orders_properties", "checks/inventory:inventory_properties"
 SEEDLESS = (  # the edits that take `--seed` out of the inventory generator
-    ('    parser.add_argument("--seed", type=held_out_seed,\n'
-     '                        help="a held-out seed (64 hex digits): draw from it instead of the input\'s seed")\n', ''),
+    (
+        '    parser.add_argument("--seed", type=held_out_seed,\n'
+        '                        help="a held-out seed (64 hex digits): draw from it instead of the input\'s seed")\n',
+        '',
+    ),
     ('        if args.seed is not None:\n            params.seed = args.seed\n', ''),
 )
 # Product code that is right on exactly the records of the pinned world (it regenerated the world from
@@ -53,10 +56,25 @@ def totals_from_record(record):
 
 
 def _known_orders(repo: Repo, tmp: Path) -> list[str]:
-    subprocess.run([sys.executable, "-B", "fixtures/generate_orders.py", "--input", "fixtures/orders/base.json",
-                    "--out", str(tmp)], cwd=repo.root, check=True, capture_output=True)
-    return sorted(hashlib.sha256(json.dumps(json.loads(line), sort_keys=True).encode()).hexdigest()[:16]
-                  for line in (tmp / "orders.jsonl").read_text().splitlines() if line)
+    subprocess.run(
+        [
+            sys.executable,
+            "-B",
+            "fixtures/generate_orders.py",
+            "--input",
+            "fixtures/orders/base.json",
+            "--out",
+            str(tmp),
+        ],
+        cwd=repo.root,
+        check=True,
+        capture_output=True,
+    )
+    return sorted(
+        hashlib.sha256(json.dumps(json.loads(line), sort_keys=True).encode()).hexdigest()[:16]
+        for line in (tmp / "orders.jsonl").read_text().splitlines()
+        if line
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,23 +128,32 @@ def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> No
     run = judge.gate(f"--gate-candidate={honest}", env=KEYED)
     assert run.verdict == "closed", run.stdout
     assert [(r["code"], r["path"]) for r in run.suite(INVENTORY)["reasons"]] == [
-        ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"), ("replay-failed", INVENTORY)]
+        ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"),
+        ("replay-failed", INVENTORY),
+    ]
     assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["seed_sha256"]
     # Its error echoes the seed (argparse: "unrecognized arguments: --seed <64 hex>"): shown as <seed>.
     (refused,) = run.reasons("held-out-unavailable")
-    assert "--seed <seed>" in refused["message"] and not re.search(r"[0-9a-f]{64}", json.dumps(
-        run.suite(INVENTORY)["reasons"])), refused
+    assert "--seed <seed>" in refused["message"] and not re.search(
+        r"[0-9a-f]{64}", json.dumps(run.suite(INVENTORY)["reasons"])
+    ), refused
 
     # The fixture opts out: judged over its pinned world only, and the report says so.
-    example.write("fixtures/inventory/BUILD", (example.root / "fixtures/inventory/BUILD").read_text().replace(
-        'generator="generate_inventory.py",', 'generator="generate_inventory.py",\n    held_out=False,'))
+    example.write(
+        "fixtures/inventory/BUILD",
+        (example.root / "fixtures/inventory/BUILD")
+        .read_text()
+        .replace('generator="generate_inventory.py",', 'generator="generate_inventory.py",\n    held_out=False,'),
+    )
     example.land("the inventory fixture opts out of held-out draws")
     honest = _candidate(example, "honest-2", "README.md", readme + "\nA line of docs.\n")
     judge = _judge(example, judges)
     first = judge.gate(f"--gate-candidate={honest}", env=KEYED)
     assert first.verdict == "eligible", first.stdout
     assert first.suite(INVENTORY)["held_out"] == {
-        "drawn": False, "why": "opted out (`held_out=False` on fixtures/inventory:inventory_epoch)"}
+        "drawn": False,
+        "why": "opted out (`held_out=False` on fixtures/inventory:inventory_epoch)",
+    }
     held = _drawn(first, ORDERS)
     assert held["world_sha256"] != first.suite(ORDERS)["identities"]["world_sha256"]
     assert held["records"] == {"money": 1000, "orders": 1500, "payments": 1500, "retries": 1000}
@@ -143,17 +170,24 @@ def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> No
     # A candidate that memorised the pinned world passes it, and without the key nothing else is asked.
     totals = (example.root / "src/orders/orders/totals.py").read_text()
     known = _known_orders(example, tmp_path / "world")
-    memorising = _candidate(example, "memorising", "src/orders/orders/totals.py",
-                            totals + MEMORISING.format(known=", ".join(map(repr, known))))
+    memorising = _candidate(
+        example,
+        "memorising",
+        "src/orders/orders/totals.py",
+        totals + MEMORISING.format(known=", ".join(map(repr, known))),
+    )
     unkeyed = judge.gate(f"--gate-candidate={memorising}")
     assert unkeyed.verdict == "eligible", unkeyed.stdout
     assert unkeyed.suite(ORDERS)["held_out"] == {
-        "drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only"}
+        "drawn": False,
+        "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only",
+    }
     # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
     # world alone.
     required = judge.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
     assert [(r["code"], r["path"]) for r in required.all_reasons() if r["code"] == "held-out-unavailable"] == [
-        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")] and required.verdict == "closed", required.stdout
+        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")
+    ] and required.verdict == "closed", required.stdout
     # With the key, the held-out world finds it, with the record that shows it saved like any witness.
     # (Its new processes keep their sandboxes: their arguments, environment and files are looked at below.)
     keyed = judge.gate("--keep-sandboxes=always", f"--gate-candidate={memorising}", env=KEYED)
@@ -179,8 +213,13 @@ def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> No
         for path in kept:
             shutil.rmtree(path, ignore_errors=True)
     judges = sorted(example.root.parent.glob("judge-*"))
-    places = [*(j / ".pants.d" for j in judges), *(j / "dist" for j in judges), example.root / ".pants.d",
-              Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pants" / "lmdb_store"]
-    found = subprocess.run(["grep", "-rlaF", KEY, *map(str, (p for p in places if p.exists()))],
-                           capture_output=True, text=True)
+    places = [
+        *(j / ".pants.d" for j in judges),
+        *(j / "dist" for j in judges),
+        example.root / ".pants.d",
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pants" / "lmdb_store",
+    ]
+    found = subprocess.run(
+        ["grep", "-rlaF", KEY, *map(str, (p for p in places if p.exists()))], capture_output=True, text=True
+    )
     assert found.returncode == 1 and not found.stdout, found.stdout

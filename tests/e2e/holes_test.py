@@ -10,8 +10,11 @@ import os
 
 from tests.e2e.repo import GateRun, Repo
 
-REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
-              "    if already + minor > payment.authorized.minor:")
+REFUND_BUG = (
+    "src/orders/orders/payments.py",
+    "    if already + minor > payment.captured.minor:",
+    "    if already + minor > payment.authorized.minor:",
+)
 # Rebinds every predicate to "holds" before any of them is imported.
 RIGGED_INIT = """import importlib
 _rigged = importlib.import_module(__name__ + ".orders_properties")
@@ -39,11 +42,13 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
     repo.write("checks/__init__.py", RIGGED_INIT)
     repo.write("checks/helpers.py", "HOLDS = True\n")
     # 2. A product package that becomes `checks.orders_properties` in the merged sandbox.
-    repo.write("src/orders/checks/orders_properties/__init__.py",
-               "def refund_le_captured(record):\n    return True\n")
+    repo.write("src/orders/checks/orders_properties/__init__.py", "def refund_le_captured(record):\n    return True\n")
     repo.write("src/orders/checks/orders_properties/BUILD", "python_sources()\n")
-    repo.edit("src/orders/orders/BUILD", "python_sources()",
-              'python_sources(dependencies=["src/orders/checks/orders_properties"])')
+    repo.edit(
+        "src/orders/orders/BUILD",
+        "python_sources()",
+        'python_sources(dependencies=["src/orders/checks/orders_properties"])',
+    )
     # 3. Configuration outside pants.toml, and git's view of an oracle folder.
     repo.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
     repo.write("checks/.gitattributes", "catalog.yaml -diff\n")
@@ -60,8 +65,14 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
     run = repo.gate(f"--changed-since={base}")
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     protected = reasons_at(run, "protected-path-changed")
-    assert {"checks/__init__.py", "checks/helpers.py", ".pants.rc", "checks/.gitattributes",
-            "pants-plugins/epoch_gate/__init__.py", "freezes"} <= protected, protected
+    assert {
+        "checks/__init__.py",
+        "checks/helpers.py",
+        ".pants.rc",
+        "checks/.gitattributes",
+        "pants-plugins/epoch_gate/__init__.py",
+        "freezes",
+    } <= protected, protected
     shadowed = " ".join(r["found"] for r in run.reasons("module-shadowed"))
     assert "src/orders/checks/orders_properties/__init__.py" in shadowed  # refused in the replay's sandbox
     assert "pants-plugins/epoch_gate" in shadowed  # the gate's own package provided twice

@@ -12,14 +12,20 @@ from tests.e2e.repo import Repo
 ORDERS = "checks:orders_properties"
 INVENTORY = "checks/inventory:inventory_properties"
 # Units appear at the destination: `transfer_conserves_stock`, sampled by inventory's manifest, fails.
-TRANSFER_BUG = ("src/inventory/inventory/transfer.py", "destination.on_hand + quantity)",
-                "destination.on_hand + quantity + 1)")
+TRANSFER_BUG = (
+    "src/inventory/inventory/transfer.py",
+    "destination.on_hand + quantity)",
+    "destination.on_hand + quantity + 1)",
+)
 # A rare flake of orders' retry cache (as in scenarios_test).
-FLAKY_RETRY = ("src/orders/orders/retries.py", "        return cached\n",
-               "        if not getattr(request_key, 'flaked', False):\n"
-               "            request_key.flaked = True\n"
-               "            return cached[: len(KEY_PREFIX) + 32]\n"
-               "        return cached\n")
+FLAKY_RETRY = (
+    "src/orders/orders/retries.py",
+    "        return cached\n",
+    "        if not getattr(request_key, 'flaked', False):\n"
+    "            request_key.flaked = True\n"
+    "            return cached[: len(KEY_PREFIX) + 32]\n"
+    "        return cached\n",
+)
 
 
 def test_a_broken_property_closes_its_suite_only(repo: Repo) -> None:
@@ -28,16 +34,16 @@ def test_a_broken_property_closes_its_suite_only(repo: Repo) -> None:
     repo.commit("transfers make stock")
     run = repo.gate(f"--changed-since={base}")
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert run.report["reasons"] == [] and run.report["summary"] == {"suites": 2, "closed": 1, "hold": 0,
-                                                                      "eligible": 1}
+    assert run.report["reasons"] == [] and run.report["summary"] == {"suites": 2, "closed": 1, "hold": 0, "eligible": 1}
     assert run.suite(ORDERS)["verdict"] == "eligible" and run.suite(ORDERS)["reasons"] == []
     inventory = run.suite(INVENTORY)
     assert inventory["verdict"] == "closed"
     assert {r["code"] for r in inventory["reasons"]} == {"property-failed"}
     assert any("transfer_conserves_stock" in r["message"] for r in inventory["reasons"])
     (witness,) = inventory["identities"]["witnesses"]
-    assert (repo.root / "dist/gate" / inventory["folder"] / "observations" /
-            f"{witness['observation_id']}.bin").is_file()
+    assert (
+        repo.root / "dist/gate" / inventory["folder"] / "observations" / f"{witness['observation_id']}.bin"
+    ).is_file()
     assert f"suite     {INVENTORY}" in run.stdout and f"suite     {ORDERS}" in run.stdout
 
 
@@ -50,9 +56,11 @@ def test_judging_one_suite_still_protects_the_other_suites_oracle(repo: Repo) ->
     assert run.suite(ORDERS)["verdict"] == "eligible"
     assert run.verdict == "closed", run.stdout
     assert ("protected-path-changed", "checks/inventory/catalog.yaml") in {
-        (r["code"], r["path"]) for r in run.report["reasons"]}
+        (r["code"], r["path"]) for r in run.report["reasons"]
+    }
     assert ("catalog-entry-changed", "invalid_quantities_refused") in {
-        (c["kind"], c["subject"]) for c in run.report["oracle_changes"]}
+        (c["kind"], c["subject"]) for c in run.report["oracle_changes"]
+    }
 
 
 def test_a_freeze_of_one_suite_does_not_touch_the_other(repo: Repo) -> None:
@@ -65,9 +73,19 @@ def test_a_freeze_of_one_suite_does_not_touch_the_other(repo: Repo) -> None:
     (repo.root / "observations").mkdir()
     for suffix in ("json", "bin"):
         shutil.copy(folder / "observations" / f"{flake['id']}.{suffix}", repo.root / "observations")
-    repo.write("freezes/retry.json", json.dumps({
-        "observation_id": flake["id"], "suite": ORDERS, "epoch_id": flake["epoch_id"], "expires_on": "2099-01-01",
-        "reason": "upstream retry cache is shared across processors; ticket ORD-17"}) + "\n")
+    repo.write(
+        "freezes/retry.json",
+        json.dumps(
+            {
+                "observation_id": flake["id"],
+                "suite": ORDERS,
+                "epoch_id": flake["epoch_id"],
+                "expires_on": "2099-01-01",
+                "reason": "upstream retry cache is shared across processors; ticket ORD-17",
+            }
+        )
+        + "\n",
+    )
     base = repo.land("the reviewer freezes orders' flake")
     repo.write("docs/notes.md", "An unrelated note.\n")
     repo.commit("unrelated")

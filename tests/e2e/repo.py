@@ -12,11 +12,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TOP_LEVEL = ("BUILD", "pants", "pants.toml", "3rdparty", "pants-plugins", "src", "fixtures", "checks",
-             "observations", "freezes", "README.md", "docs")
+TOP_LEVEL = (
+    "BUILD",
+    "pants",
+    "pants.toml",
+    "3rdparty",
+    "pants-plugins",
+    "src",
+    "fixtures",
+    "checks",
+    "observations",
+    "freezes",
+    "README.md",
+    "docs",
+)
 GITIGNORE = "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n__pycache__/\n"
-GIT_ENV = {"GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid", "GIT_COMMITTER_NAME": "e2e",
-           "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "e2e",
+    "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
+    "GIT_COMMITTER_NAME": "e2e",
+    "GIT_COMMITTER_EMAIL": "e2e@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def stop_pantsd(root: Path) -> None:
@@ -90,16 +107,22 @@ class Repo:
         return repo
 
     def clone_to(self, dest: Path, daemon: bool = False) -> "Repo":
-        shutil.copytree(self.root, dest, symlinks=True,
-                        ignore=shutil.ignore_patterns("dist", ".pants.d", ".pids", "__pycache__"))
+        shutil.copytree(
+            self.root, dest, symlinks=True, ignore=shutil.ignore_patterns("dist", ".pants.d", ".pids", "__pycache__")
+        )
         return Repo(dest, daemon)
 
     def stop_daemon(self) -> None:
         stop_pantsd(self.root)
 
     def git(self, *args: str) -> str:
-        done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, check=True,
-                              env={**os.environ, **GIT_ENV})
+        done = subprocess.run(
+            ["git", "-C", str(self.root), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **GIT_ENV},
+        )
         return done.stdout.strip()
 
     def commit(self, message: str) -> str:
@@ -131,10 +154,19 @@ class Repo:
             path.write_text(data, "utf-8")
 
     def pants(self, *args: str, env: dict[str, str] = {}) -> subprocess.CompletedProcess[str]:  # noqa: B006
-        kept = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME",
-                                                              "EPOCH_GATE_CACHE")}
-        return subprocess.run(["./pants", *(() if self.daemon else ("--no-pantsd",)), *args], cwd=self.root, capture_output=True, text=True,
-                              env={**kept, **GIT_ENV, **env}, timeout=900)
+        kept = {
+            k: v
+            for k, v in os.environ.items()
+            if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "EPOCH_GATE_CACHE")
+        }
+        return subprocess.run(
+            ["./pants", *(() if self.daemon else ("--no-pantsd",)), *args],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env={**kept, **GIT_ENV, **env},
+            timeout=900,
+        )
 
     def gate(self, *args: str, specs: tuple[str, ...] = ("::",), env: dict[str, str] = {}) -> GateRun:  # noqa: B006
         """`pants gate SPECS`; with --changed-since (which replaces the specs) every suite."""

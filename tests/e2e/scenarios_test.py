@@ -26,7 +26,9 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
     run = judged(repo, base)
     assert run.verdict == "eligible" and run.exit_code == 0, run.stdout
     assert run.all_reasons() == [] and run.report["oracle_changes"] == []
-    assert "epoch     orders-" in run.stdout and "manifest  sha256 " in run.stdout and "verdict   eligible" in run.stdout
+    assert (
+        "epoch     orders-" in run.stdout and "manifest  sha256 " in run.stdout and "verdict   eligible" in run.stdout
+    )
 
 
 def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
@@ -37,7 +39,8 @@ def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Re
     run = judged(repo, base)
     assert_closed_with(run, "protected-path-changed")
     assert {"src/epoch_gate/epoch_gate/verdict/suite.py", "pants.toml"} <= {
-        r["path"] for r in run.reasons("protected-path-changed")}
+        r["path"] for r in run.reasons("protected-path-changed")
+    }
 
 
 def test_base_that_does_not_resolve(repo: Repo) -> None:

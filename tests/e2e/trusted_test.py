@@ -18,8 +18,11 @@ import pytest
 
 from tests.e2e.repo import GateRun, Repo
 
-REFUND_BUG = ("src/orders/orders/payments.py", "    if already + minor > payment.captured.minor:",
-              "    if already + minor > payment.authorized.minor:")
+REFUND_BUG = (
+    "src/orders/orders/payments.py",
+    "    if already + minor > payment.captured.minor:",
+    "    if already + minor > payment.authorized.minor:",
+)
 # Pants executes BUILD files with the full builtins; its ban on `import` is a check of the tokens.
 GATE_PATCH = """
 _import = __builtins__["__im" + "port__"]
@@ -27,14 +30,21 @@ _decision = _import("epoch_gate.verdict.suite", fromlist=["Label"])
 _judge = _import("epoch_gate.verdict.judge", fromlist=["label_of"])
 _decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
-HOST_PROBES = {"Find interpreter for constraints: CPython==3.9.*", "Locate the interpreter",
-               "Read the bubblewrap version", "Probe the jail"}
+HOST_PROBES = {
+    "Find interpreter for constraints: CPython==3.9.*",
+    "Locate the interpreter",
+    "Read the bubblewrap version",
+    "Probe the jail",
+}
 # Product code, run when the predicates import `orders`: it swaps the predicates' module for one where
 # everything holds and rebinds whatever of the runner it finds loaded beside it.
 # The uncapped discount that `discount_never_exceeds_subtotal` catches, and three ways product code once
 # made the predicates that ran beside it pass anyway (issue 24).
-UNCAPPED = ("src/orders/orders/totals.py", "    return min(amount, _percent_of(amount, bp) + fixed)",
-            "    return _percent_of(amount, bp) + fixed")
+UNCAPPED = (
+    "src/orders/orders/totals.py",
+    "    return min(amount, _percent_of(amount, bp) + fixed)",
+    "    return _percent_of(amount, bp) + fixed",
+)
 CHEATS = {
     # An amount "equal within the ledger's tolerance": every comparison of it holds.
     "int-subclass": """
@@ -127,10 +137,14 @@ _attempt(lambda: open(__file__, "a").write("# rewritten"))
 # Product code that would take the machine down without its limits ([property-replay].child_*).
 HOGS = {
     "forks": ("import os as _os\nwhile True:\n    _os.fork()\n", "the product went over its process limit"),
-    "allocates": ("_kept = []\nwhile True:\n    _kept.append(bytearray(1 << 26))\n",
-                  "the product ran out of memory under its memory limit"),
-    "prints": ("import sys as _sys\nfor _ in range(1 << 14):\n    _sys.stderr.write('x' * (1 << 16))\n",
-               "the product went over its output limit"),
+    "allocates": (
+        "_kept = []\nwhile True:\n    _kept.append(bytearray(1 << 26))\n",
+        "the product ran out of memory under its memory limit",
+    ),
+    "prints": (
+        "import sys as _sys\nfor _ in range(1 << 14):\n    _sys.stderr.write('x' * (1 << 16))\n",
+        "the product went over its output limit",
+    ),
 }
 FAKE_LAUNCHER = """#!/usr/bin/env bash
 mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
@@ -165,14 +179,18 @@ def judged(judge: Repo, commit: str, *options: str) -> GateRun:
 
 def assert_property_failed(run: GateRun) -> None:
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert {r["path"].rsplit("/", 1)[-1].split("-")[0] for r in run.reasons("property-failed")} == \
-        {"refund_le_captured"}, run.stdout
+    assert {r["path"].rsplit("/", 1)[-1].split("-")[0] for r in run.reasons("property-failed")} == {
+        "refund_le_captured"
+    }, run.stdout
 
 
 def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Repo) -> None:
-    commit = candidate(example, "build-patch", REFUND_BUG,
-                       files={"src/orders/orders/BUILD": "python_sources()\n\npython_tests(name=\"tests\")\n"
-                              + GATE_PATCH})
+    commit = candidate(
+        example,
+        "build-patch",
+        REFUND_BUG,
+        files={"src/orders/orders/BUILD": "python_sources()\n\npython_tests(name=\"tests\")\n" + GATE_PATCH},
+    )
     # The control: judged from its own working tree, the candidate's BUILD file rewrites the verdict.
     example.git("checkout", "-q", commit)
     try:
@@ -187,9 +205,16 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
 
 
 def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Repo) -> None:
-    commit = candidate(example, "config", REFUND_BUG, files={
-        "pants": FAKE_LAUNCHER, ".pants.rc": "[gate]\ntrusted_refs = []\nisolation = \"off\"\n",
-        "pants.toml": (example.root / "pants.toml").read_text() + "\n[property-replay]\nskip = true\n"})
+    commit = candidate(
+        example,
+        "config",
+        REFUND_BUG,
+        files={
+            "pants": FAKE_LAUNCHER,
+            ".pants.rc": "[gate]\ntrusted_refs = []\nisolation = \"off\"\n",
+            "pants.toml": (example.root / "pants.toml").read_text() + "\n[property-replay]\nskip = true\n",
+        },
+    )
     run = judged(judge, commit)
     assert_property_failed(run)
     assert {"pants", ".pants.rc", "pants.toml"} <= {r["path"] for r in run.reasons("protected-path-changed")}
@@ -241,15 +266,17 @@ def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, jud
     assert any(limit in r["message"] for r in orders["reasons"]), run.stdout
 
 
-def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_accepted(example: Repo,
-                                                                                     judge: Repo) -> None:
+def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_accepted(
+    example: Repo, judge: Repo
+) -> None:
     commit = candidate(example, "unjailed", files={"src/orders/orders/unjailed.py": '"""Notes."""\n'})
     no_jail = ("--bwrap-url-template=file:///nonexistent/bwrap", "--bwrap-system-search-path=[]")
     refused = judged(judge, commit, *no_jail)
-    assert refused.verdict == "closed" and refused.codes() == {"isolation-unavailable", "replay-failed"}, \
-        refused.stdout
-    assert all("install bubblewrap" in r["message"].lower() and "unsafe_allow_unjailed_verdict" in r["message"]
-               for r in refused.reasons("isolation-unavailable")), refused.stdout
+    assert refused.verdict == "closed" and refused.codes() == {"isolation-unavailable", "replay-failed"}, refused.stdout
+    assert all(
+        "install bubblewrap" in r["message"].lower() and "unsafe_allow_unjailed_verdict" in r["message"]
+        for r in refused.reasons("isolation-unavailable")
+    ), refused.stdout
 
     accepted = judged(judge, commit, *no_jail, "--gate-unsafe-allow-unjailed-verdict")
     assert accepted.verdict == "eligible", accepted.stdout
@@ -272,10 +299,15 @@ except ImportError:
 
 def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(example: Repo, judge: Repo) -> None:
     source = (example.root / "src/orders/orders/totals.py").read_text()
-    commit = candidate(example, "fastpath", files={
-        "src/orders/orders/totals.py": source + FASTPATH,
-        "src/orders/fastpath.py": "from orders.totals import _percent_of\n\n\n"
-                                  "def discount(amount, bp, fixed):\n    return _percent_of(amount, bp) + fixed\n"})
+    commit = candidate(
+        example,
+        "fastpath",
+        files={
+            "src/orders/orders/totals.py": source + FASTPATH,
+            "src/orders/fastpath.py": "from orders.totals import _percent_of\n\n\n"
+            "def discount(amount, bp, fixed):\n    return _percent_of(amount, bp) + fixed\n",
+        },
+    )
     run = judged(judge, commit)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     orders = run.suite("checks:orders_properties")
@@ -295,8 +327,14 @@ def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "pants").exists())
-    done = subprocess.run(["bash", "-c", command], cwd=ci, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PR_SHA": commit, "PATH": path, "TMPDIR": str(scratch)})
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ci,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PR_SHA": commit, "PATH": path, "TMPDIR": str(scratch)},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tmp.")] == []  # mktemp's; Pants leaves its own
@@ -304,17 +342,26 @@ def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) 
 
 def test_the_ci_script_refuses_a_short_trusted_ref(example: Repo) -> None:
     script = (example.root / "docs" / "ci" / "gate.sh").read_text()
-    done = subprocess.run(["bash", "-s", "--", "HEAD"], input=script, cwd=example.root, capture_output=True,
-                          text=True, env={**os.environ, "GATE_TRUSTED_REF": "origin/main"})
+    done = subprocess.run(
+        ["bash", "-s", "--", "HEAD"],
+        input=script,
+        cwd=example.root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GATE_TRUSTED_REF": "origin/main"},
+    )
     assert done.returncode == 1
     assert done.stderr == "epoch_gate: the trusted ref origin/main is not a full ref name (refs/...): closed\n"
 
 
 def planted(example: Repo, folder: str, name: str) -> str:
     """A commit on main whose tree adds `folder/name`, as `git mktree` takes any name (issue 26)."""
+
     def fed(stdin: str, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(example.root), *args], input=stdin, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(example.root), *args], input=stdin, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     blob = fed("x = 1\n", "hash-object", "-w", "--stdin")
     inner = fed(f"100644 blob {blob}\t{name}\0", "mktree", "-z")
     top = example.git("ls-tree", "-z", "main").split("\0")
@@ -323,8 +370,9 @@ def planted(example: Repo, folder: str, name: str) -> str:
 
 
 @pytest.mark.parametrize("folder, name", [("..", "escape.py"), ("long", "m" * 300 + ".py")])
-def test_a_tree_entry_no_file_system_holds_is_refused_with_a_report_in_seconds(example: Repo, judge: Repo,
-                                                                             folder: str, name: str) -> None:
+def test_a_tree_entry_no_file_system_holds_is_refused_with_a_report_in_seconds(
+    example: Repo, judge: Repo, folder: str, name: str
+) -> None:
     commit = planted(example, folder, name)
     started = time.monotonic()
     run = judged(judge, commit)
@@ -345,8 +393,9 @@ def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
     again = judged(judge, commit, "--no-pantsd", "--stats-log", "-ldebug")  # as CI runs it: no daemon
     assert again.verdict == "eligible"
-    assert [line for line in again.stdout.splitlines() if not line.startswith("report")] == \
-        [line for line in first.stdout.splitlines() if not line.startswith("report")]
+    assert [line for line in again.stdout.splitlines() if not line.startswith("report")] == [
+        line for line in first.stdout.splitlines() if not line.startswith("report")
+    ]
     # Without pantsd each run re-probes the host (the interpreter, the jail); nothing else may execute.
     executed = set(re.findall(r'spawned local process .*? description: "([^"]*)"', again.stderr))
     assert executed <= HOST_PROBES, executed

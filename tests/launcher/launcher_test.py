@@ -29,14 +29,23 @@ def make_root(tmp_path: Path, pex_sha: str, pex_size: int) -> Path:
 
 
 def run(root: Path, cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cache.parent),
-            "EPOCH_GATE_CACHE": str(cache)}
-    for name in ("PYENV_ROOT", "SSL_CERT_FILE", "PIP_CERT", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY",
-                 "http_proxy", "NO_PROXY", "no_proxy"):
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cache.parent), "EPOCH_GATE_CACHE": str(cache)}
+    for name in (
+        "PYENV_ROOT",
+        "SSL_CERT_FILE",
+        "PIP_CERT",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         if name in os.environ:
             base[name] = os.environ[name]
-    return subprocess.run(["bash", str(root / "pants"), *args], capture_output=True, text=True,
-                          env={**base, **env}, timeout=900)
+    return subprocess.run(
+        ["bash", str(root / "pants"), *args], capture_output=True, text=True, env={**base, **env}, timeout=900
+    )
 
 
 def fake_bootstrap(root: Path, cache: Path, pex: bytes) -> Path:
@@ -111,7 +120,7 @@ def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) 
     """Two launches on an empty cache: one builds under the lock, the other reuses it; the pex tool
     built from PyPI has exactly the pinned hash."""
     toml = Path("pants.toml").read_text()
-    row = toml[toml.index("v2.1.137|linux_x86_64|"):].split('"')[0].split("|")
+    row = toml[toml.index("v2.1.137|linux_x86_64|") :].split('"')[0].split("|")
     root = make_root(tmp_path, row[2], int(row[3]))
     cache = tmp_path / "cache"
     with ThreadPoolExecutor(2) as pool:
@@ -121,14 +130,23 @@ def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) 
     assert sum("bootstrapping" in d.stderr for d in results) == 1
     folder = Path(results[0].stdout.strip())
     assert hashlib.sha256((folder / "pex-v2.1.137").read_bytes()).hexdigest() == row[2]
-    version = subprocess.run([str(folder / "venv" / "bin" / "python"), "-c",
-                              "import importlib.metadata as m; print(m.version('pantsbuild.pants'))"],
-                             capture_output=True, text=True)
+    version = subprocess.run(
+        [
+            str(folder / "venv" / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('pantsbuild.pants'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert version.stdout.strip() == "2.17.1"
     if debian_archive_has_the_jail():
         # The jail's tools, taken from the pinned .debs, are the pinned bytes.
-        rows = [line.split() for line in Path("3rdparty/bootstrap/isolation.txt").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+        rows = [
+            line.split()
+            for line in Path("3rdparty/bootstrap/isolation.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
         assert len(rows) == 2
         for *_, sha256, name in rows:
             data = (root / ".pants.bootstrap" / "isolation" / name).read_bytes()
@@ -144,7 +162,7 @@ def debian_archive_has_the_jail() -> bool:
 
 def test_a_tampered_jail_package_is_refused_and_the_launch_goes_on(tmp_path: Path) -> None:
     toml = Path("pants.toml").read_text()
-    row = toml[toml.index("v2.1.137|linux_x86_64|"):].split('"')[0].split("|")
+    row = toml[toml.index("v2.1.137|linux_x86_64|") :].split('"')[0].split("|")
     root = make_root(tmp_path, row[2], int(row[3]))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -153,10 +171,16 @@ def test_a_tampered_jail_package_is_refused_and_the_launch_goes_on(tmp_path: Pat
     fake.chmod(0o755)
     if not shutil.which("dpkg-deb"):
         (bin_dir / "dpkg-deb").symlink_to(shutil.which("true") or "/bin/true")
-    done = run(root, tmp_path / "cache", EPOCH_GATE_BOOTSTRAP_ONLY="1",
-               PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    done = run(
+        root,
+        tmp_path / "cache",
+        EPOCH_GATE_BOOTSTRAP_ONLY="1",
+        PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    if shutil.which("dpkg") and subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
-                                               text=True).stdout.strip() == "amd64":
+    if (
+        shutil.which("dpkg")
+        and subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip() == "amd64"
+    ):
         assert "refusing" in done.stderr and "the gate's jail is not provisioned" in done.stderr
     assert not (root / ".pants.bootstrap" / "isolation").exists()

@@ -37,19 +37,18 @@ def gate(repo: Repo, *options: str) -> tuple[dict, str, dict[str, int]]:
 def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_path: Path, store: str) -> None:
     with buildgrid(example.root, tmp_path / "buildgrid.log", tmp_path / "cas" if store == "disk" else None) as port:
         # CI: a cold local cache, remote writes on.
-        ci = example.gate("-ldebug", "--local-store-dir=" + str(tmp_path / "ci-store"),
-                          *remote_options(port, write=True))
+        ci = example.gate(
+            "-ldebug", "--local-store-dir=" + str(tmp_path / "ci-store"), *remote_options(port, write=True)
+        )
         ci_report, ci_stdout = ci.report, ci.stdout
         assert LOCAL_START.findall(ci.stderr)  # the pattern sees a process run here: CI ran them all
         # A laptop: nothing local (a new store), read-only; it waits on the cache as long as it takes, so a
         # generator or replay that starts locally raced the lookup (debug logs each local start).
         laptop = ["--local-store-dir=" + str(tmp_path / "laptop-store"), *remote_options(port, write=False)]
-        run = example.gate("--stats-log", "-ldebug", "--property-replay-remote-cache-speculation-delay=600000",
-                           *laptop)
+        run = example.gate("--stats-log", "-ldebug", "--property-replay-remote-cache-speculation-delay=600000", *laptop)
         report, stdout, counters = run.report, run.stdout, stats(run.stderr)
         if store == "disk":  # `pants test` asks for the very replay the gate ran: a remote hit too
-            test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"),
-                                 "test", REPLAY)
+            test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"), "test", REPLAY)
             assert test.returncode == 0, test.stderr[-3000:]
             assert f"✓ {REPLAY} succeeded" in test.stderr and "(cached remotely)" in test.stderr, test.stderr[-2000:]
     # Every cacheable process of the gate (the generators and the replays) came from the remote cache.
@@ -63,8 +62,9 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
 
 def test_with_the_server_down_the_gate_replays_locally_and_says_so(example: Repo, tmp_path: Path) -> None:
     expected, _, _ = gate(example)
-    run = example.gate("--stats-log", "--local-store-dir=" + str(tmp_path / "store"),
-                       *remote_options(free_port(), write=True))
+    run = example.gate(
+        "--stats-log", "--local-store-dir=" + str(tmp_path / "store"), *remote_options(free_port(), write=True)
+    )
     counters = stats(run.stderr)
     assert run.report["verdict"] == expected["verdict"] == "eligible"
     assert identities(run.report) == identities(expected)

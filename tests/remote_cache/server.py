@@ -60,9 +60,13 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def remote_options(port: int, *, write: bool) -> list[str]:
-    return ["--remote-cache-read", f"--remote-cache-write={'true' if write else 'false'}",
-            f"--remote-store-address=grpc://127.0.0.1:{port}", f"--remote-instance-name={INSTANCE}",
-            "--remote-cache-warnings=backoff"]
+    return [
+        "--remote-cache-read",
+        f"--remote-cache-write={'true' if write else 'false'}",
+        f"--remote-store-address=grpc://127.0.0.1:{port}",
+        f"--remote-instance-name={INSTANCE}",
+        "--remote-cache-warnings=backoff",
+    ]
 
 
 def stats(stderr: str) -> dict[str, int]:

@@ -59,7 +59,8 @@ write_manifest(sample(catalog, 2, 3), Path(sys.argv[1]))
 }
 
 CATALOG = "properties:\n" + "".join(
-    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(6))
+    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(6)
+)
 OLD_PIN = Pin("e-1", PinnedFile("fixtures/gen.py", "a" * 64), (), None)
 OLD_MANIFEST = sample(parse_catalog(CATALOG.encode(), "catalog.yaml"), 1, 3)
 # What WRITERS["pin"] and WRITERS["manifest"] write.
@@ -73,8 +74,13 @@ def run_until(kind: str, target: Path, kill_at: Optional[int]) -> int:
     """Runs the writer, killing it when it announces step `kill_at` (1-based); returns the steps seen."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     code = STEPPED + textwrap.dedent(WRITERS[kind])
-    proc = subprocess.Popen([sys.executable, "-c", code, str(target), CATALOG], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(target), CATALOG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     steps = 0
     for _line in proc.stdout:
@@ -139,8 +145,9 @@ def test_a_kill_at_every_step_leaves_the_old_or_the_whole_new_state(kind: str, t
 def test_concurrent_writers_of_the_same_observation_agree(tmp_path: Path) -> None:
     folder = tmp_path / "obs"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    code = textwrap.dedent(WRITERS["witness"]).replace("from epoch_gate", "import sys\nfrom pathlib import Path\n"
-                                                        "from epoch_gate", 1)
+    code = textwrap.dedent(WRITERS["witness"]).replace(
+        "from epoch_gate", "import sys\nfrom pathlib import Path\n" "from epoch_gate", 1
+    )
     for _round in range(5):
         procs = [subprocess.Popen([sys.executable, "-c", code, str(folder)], env=env) for _ in range(6)]
         assert [p.wait() for p in procs] == [0] * 6
@@ -151,8 +158,17 @@ def test_concurrent_writers_of_the_same_observation_agree(tmp_path: Path) -> Non
 
 def test_a_kill_never_lets_a_status_record_stand_without_its_bytes(tmp_path: Path) -> None:
     witness = b"w"
-    o = make_observation(suite="suite", epoch_id="e1", prop="p", status="fail", rerun_passed=False, witness=witness, bound="b",
-                         line=1, detail="d")
+    o = make_observation(
+        suite="suite",
+        epoch_id="e1",
+        prop="p",
+        status="fail",
+        rerun_passed=False,
+        witness=witness,
+        bound="b",
+        line=1,
+        detail="d",
+    )
     folder = tmp_path / "obs"
     write_observation(folder, o, witness)
     # What a writer that wrote the record first would leave: the whole, valid record, and no bytes.
@@ -160,7 +176,8 @@ def test_a_kill_never_lets_a_status_record_stand_without_its_bytes(tmp_path: Pat
     observations, reasons = load_observations(folder, "obs", "archive")
     assert observations == []
     assert [(r.code, r.path, r.message) for r in reasons] == [
-        (Code.OBSERVATION_WITNESS_MISSING, f"obs/{o.id}.json", "a status record without its bytes is not evidence")]
+        (Code.OBSERVATION_WITNESS_MISSING, f"obs/{o.id}.json", "a status record without its bytes is not evidence")
+    ]
     # The bytes were the record's only problem: with them back it is evidence.
     (folder / f"{o.id}.bin").write_bytes(witness)
     observations, reasons = load_observations(folder, "obs", "archive")

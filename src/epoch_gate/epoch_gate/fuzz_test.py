@@ -27,8 +27,12 @@ from epoch_gate.reasons import Code, EvidenceError, Reason, Severity
 from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, decide
 
-settings.register_profile("ci", max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),
-                          suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=int(os.environ.get("EPOCH_GATE_FUZZ_EXAMPLES", "200")),
+    suppress_health_check=[HealthCheck.too_slow],
+    deadline=None,
+)
 settings.load_profile("ci")
 
 json_ish = st.recursive(
@@ -36,8 +40,11 @@ json_ish = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
     max_leaves=20,
 )
-artifact_bytes = st.one_of(st.binary(max_size=300), json_ish.map(lambda v: repr(v).encode()),
-                           st.builds(lambda v: __import__("json").dumps(v).encode(), json_ish))
+artifact_bytes = st.one_of(
+    st.binary(max_size=300),
+    json_ish.map(lambda v: repr(v).encode()),
+    st.builds(lambda v: __import__("json").dumps(v).encode(), json_ish),
+)
 
 
 @given(artifact_bytes)
@@ -60,9 +67,20 @@ def test_any_catalog_bytes(data: bytes) -> None:
         pass
 
 
-@given(st.dictionaries(st.sampled_from(["replay.json", "observations/p-" + "a" * 24 + ".json",
-                                        "observations/p-" + "a" * 24 + ".bin", "observations/x"]),
-                       artifact_bytes, max_size=4))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "replay.json",
+                "observations/p-" + "a" * 24 + ".json",
+                "observations/p-" + "a" * 24 + ".bin",
+                "observations/x",
+            ]
+        ),
+        artifact_bytes,
+        max_size=4,
+    )
+)
 def test_any_replay_output(files: dict[str, bytes]) -> None:
     evidence = check_replay(files, "replay")
     assert evidence.result is not None or evidence.reasons
@@ -88,8 +106,7 @@ def mutate(data: bytes, edits: list[tuple[int, int, int]]) -> bytes:
     return bytes(out)
 
 
-edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1,
-                 max_size=4)
+edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1, max_size=4)
 GENERATOR_SHA = sha256_bytes(b"generator")
 INPUT_SHA = sha256_bytes(b"input")
 VALID_PIN = Pin("e1", PinnedFile("g.py", GENERATOR_SHA), (PinnedFile("in.json", INPUT_SHA),)).to_bytes()
@@ -110,8 +127,13 @@ VALID_FREEZE = Freeze("f.json", "p-" + "a" * 24, "suite", "e1", datetime.date(20
 @given(edits)
 def test_an_edited_pin_is_the_pin_or_a_reason(change: list[tuple[int, int, int]]) -> None:
     data = mutate(VALID_PIN, change)
-    checked = check_pin(pin_path="EPOCH", pin_bytes=data, generator="g.py", generator_sha256=GENERATOR_SHA,
-                        inputs={"in.json": INPUT_SHA})
+    checked = check_pin(
+        pin_path="EPOCH",
+        pin_bytes=data,
+        generator="g.py",
+        generator_sha256=GENERATOR_SHA,
+        inputs={"in.json": INPUT_SHA},
+    )
     if not checked.reasons:
         # Accepted: then it pins exactly the loaded bytes (only the epoch id's spelling may differ).
         assert checked.pin is not None and checked.pin.generator == PinnedFile("g.py", GENERATOR_SHA)
@@ -119,27 +141,33 @@ def test_an_edited_pin_is_the_pin_or_a_reason(change: list[tuple[int, int, int]]
 
 
 @given(edits, st.booleans())
-def test_an_edited_manifest_or_catalog_is_the_draw_or_a_reason(change: list[tuple[int, int, int]],
-                                                                 catalog: bool) -> None:
+def test_an_edited_manifest_or_catalog_is_the_draw_or_a_reason(
+    change: list[tuple[int, int, int]], catalog: bool
+) -> None:
     manifest = VALID_MANIFEST if catalog else mutate(VALID_MANIFEST, change)
     catalog_bytes = mutate(CATALOG_BYTES, change) if catalog else CATALOG_BYTES
-    checked = check_manifest(manifest_path="m", manifest_bytes=manifest, catalog_path="c",
-                             catalog_bytes=catalog_bytes)
+    checked = check_manifest(manifest_path="m", manifest_bytes=manifest, catalog_path="c", catalog_bytes=catalog_bytes)
     if not checked.reasons:
         # Accepted: the same draw and digest (JSON whitespace is not identity: the digest is over the
         # canonical body), and the catalog still defines every sampled property as drawn.
         original = parse_manifest(VALID_MANIFEST, "m")
         assert checked.manifest is not None
         assert (checked.manifest.seed, checked.manifest.properties, checked.manifest.manifest_sha256) == (
-            original.seed, original.properties, original.manifest_sha256)
+            original.seed,
+            original.properties,
+            original.manifest_sha256,
+        )
 
 
 @given(edits, st.booleans())
-def test_an_edited_observation_is_the_observation_or_a_reason(change: list[tuple[int, int, int]],
-                                                              witness: bool) -> None:
+def test_an_edited_observation_is_the_observation_or_a_reason(
+    change: list[tuple[int, int, int]], witness: bool
+) -> None:
     data = canonical_json(FLAKE.to_json()) + b"\n"  # as write_observation stores it
-    files = {f"{FLAKE.id}.json": data if witness else mutate(data, change),
-             f"{FLAKE.id}.bin": mutate(b"w", change) if witness else b"w"}
+    files = {
+        f"{FLAKE.id}.json": data if witness else mutate(data, change),
+        f"{FLAKE.id}.bin": mutate(b"w", change) if witness else b"w",
+    }
     found, reasons = parse_observation_files(files, "observations", "archive")
     for observation in found:
         assert observation.id == FLAKE.id and observation.witness_sha256 == sha256_bytes(b"w")
@@ -156,18 +184,37 @@ closed_codes = st.sampled_from([c for c in Code if c.severity is Severity.CLOSED
 
 
 @given(st.lists(closed_codes, min_size=1, max_size=3), st.booleans(), st.booleans(), st.booleans())
-def test_evidence_with_any_closed_finding_is_never_eligible(codes: list[Code], flaky: bool, frozen: bool,
-                                                            archive: bool) -> None:
+def test_evidence_with_any_closed_finding_is_never_eligible(
+    codes: list[Code], flaky: bool, frozen: bool, archive: bool
+) -> None:
     findings = tuple(Reason(c, "x", "e", "f", "m") for c in codes)
     evidence = dataclasses.replace(_evidence(flaky, False, frozen, False, archive), findings=findings)
     assert decide(evidence).label is Label.CLOSED
 
 
 TODAY = datetime.date(2026, 12, 2)
-FLAKE = make_observation(suite="suite", epoch_id="e1", prop="p", status="flake", rerun_passed=True, witness=b"w", bound="b",
-                         line=1, detail="d")
-FAIL = make_observation(suite="suite", epoch_id="e1", prop="q", status="fail", rerun_passed=False, witness=b"v", bound="b",
-                        line=1, detail="d")
+FLAKE = make_observation(
+    suite="suite",
+    epoch_id="e1",
+    prop="p",
+    status="flake",
+    rerun_passed=True,
+    witness=b"w",
+    bound="b",
+    line=1,
+    detail="d",
+)
+FAIL = make_observation(
+    suite="suite",
+    epoch_id="e1",
+    prop="q",
+    status="fail",
+    rerun_passed=False,
+    witness=b"v",
+    bound="b",
+    line=1,
+    detail="d",
+)
 
 
 def _evidence(flaky: bool, failed: bool, frozen: bool, protected_touch: bool, archive: bool) -> Evidence:
@@ -183,17 +230,27 @@ def _evidence(flaky: bool, failed: bool, frozen: bool, protected_touch: bool, ar
         observations.append(dataclasses.replace(FLAKE, source="archive"))
     freezes = (Freeze("freezes/f.json", FLAKE.id, "suite", "e1", datetime.date(2027, 1, 1), "r"),) if frozen else ()
     changed = (ChangedPath("fixtures/EPOCH" if protected_touch else "src/x.py", "modified"),)
-    return Evidence(Identities("e1", "g", "m", "w"), changed, ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
-                    ReplayResult("suite", "e1", "m", "w", tuple(outcomes)), tuple(observations), freezes, TODAY,
-                    expected=Expected(tuple((o.name, o.bound) for o in outcomes), {"b": 1}))
+    return Evidence(
+        Identities("e1", "g", "m", "w"),
+        changed,
+        ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
+        ReplayResult("suite", "e1", "m", "w", tuple(outcomes)),
+        tuple(observations),
+        freezes,
+        TODAY,
+        expected=Expected(tuple((o.name, o.bound) for o in outcomes), {"b": 1}),
+    )
 
 
 @given(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans())
-def test_adding_a_failure_never_improves_the_verdict(flaky: bool, failed: bool, frozen: bool, touch: bool,
-                                                     archive: bool) -> None:
+def test_adding_a_failure_never_improves_the_verdict(
+    flaky: bool, failed: bool, frozen: bool, touch: bool, archive: bool
+) -> None:
     before = decide(_evidence(flaky, failed, frozen, touch, archive)).label
-    worse = [decide(_evidence(flaky, True, frozen, touch, archive)).label,
-             decide(_evidence(flaky, failed, frozen, True, archive)).label]
+    worse = [
+        decide(_evidence(flaky, True, frozen, touch, archive)).label,
+        decide(_evidence(flaky, failed, frozen, True, archive)).label,
+    ]
     if not frozen:  # a replayed flake is also the evidence a freeze cites; unfrozen, it only adds a reason
         worse.append(decide(_evidence(True, failed, frozen, touch, archive)).label)
     assert all(w.rank <= before.rank for w in worse)

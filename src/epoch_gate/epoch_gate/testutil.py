@@ -54,13 +54,27 @@ def witness_path(observation_id: str) -> str:
 def one_suite(evidence: Evidence, base: Optional[str] = "base", oracle: tuple[OracleChange, ...] = ()) -> Report:
     """The report `judge` makes of the suite and the change, with these oracle changes."""
     played = tuple(o for o in evidence.observations if o.source == "replay")
-    change = ChangeFacts("local", base, evidence.changed, evidence.protected, (),
-                         tuple(o for o in evidence.observations if o.source != "replay"), evidence.freezes,
-                         evidence.today, "observations", "freezes", OUT, evidence.findings)
-    suite = SuiteFacts(SuiteOracle(SUITE, "fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ()),
-                       evidence.identities, evidence.expected,
-                       ReplayEvidence(evidence.replay, played, evidence.witnesses, ()) if evidence.replay else None,
-                       evidence.suite_findings)
+    change = ChangeFacts(
+        "local",
+        base,
+        evidence.changed,
+        evidence.protected,
+        (),
+        tuple(o for o in evidence.observations if o.source != "replay"),
+        evidence.freezes,
+        evidence.today,
+        "observations",
+        "freezes",
+        OUT,
+        evidence.findings,
+    )
+    suite = SuiteFacts(
+        SuiteOracle(SUITE, "fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ()),
+        evidence.identities,
+        evidence.expected,
+        ReplayEvidence(evidence.replay, played, evidence.witnesses, ()) if evidence.replay else None,
+        evidence.suite_findings,
+    )
     judged = judge(change, [suite], read_base=None, read_change=lambda path: None).report
     return dataclasses.replace(judged, oracle_changes=oracle)
 
@@ -116,8 +130,9 @@ def _vsa_problems(predicate: dict[str, Any]) -> list[str]:
         problems.append("predicate.verifier.id must be a URI")
     elif "version" in verifier and not _is_string_map(verifier["version"]):
         problems.append("predicate.verifier.version must map component names to version strings")
-    if "timeVerified" in predicate and not (isinstance(predicate["timeVerified"], str)
-                                            and _UTC.match(predicate["timeVerified"])):
+    if "timeVerified" in predicate and not (
+        isinstance(predicate["timeVerified"], str) and _UTC.match(predicate["timeVerified"])
+    ):
         problems.append("predicate.timeVerified must be an RFC 3339 timestamp in UTC (Z)")
     if not _is_uri(predicate.get("resourceUri")):
         problems.append("predicate.resourceUri must be a URI")
@@ -127,16 +142,16 @@ def _vsa_problems(predicate: dict[str, Any]) -> list[str]:
     elif "digest" in policy and _digest_problem(policy["digest"]):
         problems.append(f"predicate.policy.digest: {_digest_problem(policy['digest'])}")
     inputs = predicate.get("inputAttestations", [])
-    if not isinstance(inputs, list) or any(not isinstance(i, dict) or _digest_problem(i.get("digest"))
-                                           for i in inputs):
+    if not isinstance(inputs, list) or any(not isinstance(i, dict) or _digest_problem(i.get("digest")) for i in inputs):
         problems.append("predicate.inputAttestations must list descriptors with a digest each")
     result = predicate.get("verificationResult")
     if result not in ("PASSED", "FAILED"):
         problems.append("predicate.verificationResult must be PASSED or FAILED")
     problems += _levels_problems(predicate.get("verifiedLevels"), result)
     levels = predicate.get("dependencyLevels", {})
-    if not isinstance(levels, dict) or any(not isinstance(n, int) or isinstance(n, bool) or n < 0
-                                           for n in levels.values()):
+    if not isinstance(levels, dict) or any(
+        not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in levels.values()
+    ):
         problems.append("predicate.dependencyLevels must map levels to counts")
     if "slsaVersion" in predicate and not re.fullmatch(r"\d+\.\d+", str(predicate["slsaVersion"])):
         problems.append("predicate.slsaVersion must be MAJOR.MINOR")

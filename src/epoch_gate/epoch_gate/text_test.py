@@ -24,11 +24,26 @@ def test_any_lone_surrogate_becomes_encodable_text() -> None:
     assert json_safe({"k\udcff": ["v\udcfe", ("\ud800",), 3, None]}) == {"k\\xff": ["v\\xfe", ["\\ud800"], 3, None]}
 
 
-@pytest.mark.parametrize("char, shown", [
-    ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\x00", "\\x00"), ("\x1b", "\\x1b"), ("\x7f", "\\x7f"),
-    ("\x85", "\\x85"), ("\x9b", "\\x9b"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"), ("\u202e", "\\u202e"),
-    ("\u2066", "\\u2066"), ("\u2069", "\\u2069"), ("\u200f", "\\u200f"), ("\udcff", "\\xff"),
-])
+@pytest.mark.parametrize(
+    "char, shown",
+    [
+        ("\n", "\\n"),
+        ("\r", "\\r"),
+        ("\t", "\\t"),
+        ("\x00", "\\x00"),
+        ("\x1b", "\\x1b"),
+        ("\x7f", "\\x7f"),
+        ("\x85", "\\x85"),
+        ("\x9b", "\\x9b"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+        ("\u202e", "\\u202e"),
+        ("\u2066", "\\u2066"),
+        ("\u2069", "\\u2069"),
+        ("\u200f", "\\u200f"),
+        ("\udcff", "\\xff"),
+    ],
+)
 def test_controls_separators_bidi_controls_and_stray_bytes_become_visible(char: str, shown: str) -> None:
     assert printable(f"a{char}b") == f"a{shown}b"
 

@@ -56,16 +56,25 @@ print(json.dumps({"problem": found, "calls": calls}))
 def _checked(source: bytes) -> tuple[str, tuple[str, ...]]:
     """(why the file is not plain declarations, or ""; the names it calls)."""
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHECK], input=source, capture_output=True,
-                              timeout=PARSE_TIMEOUT, close_fds=False, check=False)
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _CHECK],
+            input=source,
+            capture_output=True,
+            timeout=PARSE_TIMEOUT,
+            close_fds=False,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"could not be checked ({type(error).__name__})", ()
     try:
         found = json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
         found = None
-    if not (isinstance(found, dict) and isinstance(found.get("problem"), str)
-            and all(isinstance(c, str) for c in found.get("calls", ()))):
+    if not (
+        isinstance(found, dict)
+        and isinstance(found.get("problem"), str)
+        and all(isinstance(c, str) for c in found.get("calls", ()))
+    ):
         return f"could not be checked (the checker ended with {done.returncode})", ()
     return found["problem"], tuple(found["calls"])
 
@@ -78,13 +87,26 @@ def build_file_problems(files: Mapping[str, bytes], oracle_types: Sequence[str] 
     for path, source in sorted(files.items()):
         found, calls = _checked(source)
         if found:
-            reasons.append(Reason(Code.BUILD_FILE_CODE, path, "target declarations with literal arguments", found,
-                                  "a BUILD file of this change holds code: once merged, every judge would "
-                                  "execute it, so it is reviewed as an oracle change, not passed"))
+            reasons.append(
+                Reason(
+                    Code.BUILD_FILE_CODE,
+                    path,
+                    "target declarations with literal arguments",
+                    found,
+                    "a BUILD file of this change holds code: once merged, every judge would "
+                    "execute it, so it is reviewed as an oracle change, not passed",
+                )
+            )
         declared = sorted(set(calls) & set(oracle_types))
         if declared:
-            reasons.append(Reason(Code.PROTECTED_PATH_CHANGED, path, "unchanged (protected)",
-                                  "declares " + ", ".join(declared),
-                                  "a BUILD file of this change declares oracle targets: a suite, fixture or "
-                                  "manifest it adds or moves is an oracle change, reviewed by hand"))
+            reasons.append(
+                Reason(
+                    Code.PROTECTED_PATH_CHANGED,
+                    path,
+                    "unchanged (protected)",
+                    "declares " + ", ".join(declared),
+                    "a BUILD file of this change declares oracle targets: a suite, fixture or "
+                    "manifest it adds or moves is an oracle change, reviewed by hand",
+                )
+            )
     return reasons

@@ -21,19 +21,22 @@ def test_declarations_with_literal_arguments_pass() -> None:
     assert build_file_problems({"src/orders/BUILD": DECLARATIONS}) == []
 
 
-@pytest.mark.parametrize("source", [
-    b'_import = __builtins__["__im" + "port__"]\n',  # the attack trusted mode must not let land
-    b'python_sources(name=__builtins__)\n',
-    b'exec("import os")\n',
-    b'python_sources(name="a" + "b")\n',
-    b'python_sources(**{"name": "x"})\n',
-    b'python_sources(sources=[f for f in ["a.py"]])\n',
-    b'python_sources(name=getattr)\n',
-    b'x = 1\n',
-    b'def f():\n    pass\n',
-    b'python_sources(\n',
-    b'python_sources(name=' + b'[' * 100_000 + b'\n',
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        b'_import = __builtins__["__im" + "port__"]\n',  # the attack trusted mode must not let land
+        b'python_sources(name=__builtins__)\n',
+        b'exec("import os")\n',
+        b'python_sources(name="a" + "b")\n',
+        b'python_sources(**{"name": "x"})\n',
+        b'python_sources(sources=[f for f in ["a.py"]])\n',
+        b'python_sources(name=getattr)\n',
+        b'x = 1\n',
+        b'def f():\n    pass\n',
+        b'python_sources(\n',
+        b'python_sources(name=' + b'[' * 100_000 + b'\n',
+    ],
+)
 def test_code_in_a_build_file_is_refused(source: bytes) -> None:
     (reason,) = build_file_problems({"src/orders/BUILD": source})
     assert reason.code is Code.BUILD_FILE_CODE and reason.path == "src/orders/BUILD" and reason.found
@@ -50,9 +53,11 @@ def test_a_build_file_declaring_an_oracle_target_is_an_oracle_change() -> None:
 def test_a_coding_line_cannot_hide_code_from_the_check() -> None:
     # Under UTF-7 `+ACIAIgAi-` is `"""`: a parser of the bytes would see one string where Pants, which
     # decodes BUILD files as UTF-8, sees a suite declaration and an import.
-    hidden = (b'# coding: utf-7\npython_sources(name="a", description="+ACIAIgAi-")\n'
-              b'sampled_properties(name="evil", fixture="x", manifest="y")\n__import__("os").getcwd()\n'
-              b'# +ACIAIgAi-)\n')
+    hidden = (
+        b'# coding: utf-7\npython_sources(name="a", description="+ACIAIgAi-")\n'
+        b'sampled_properties(name="evil", fixture="x", manifest="y")\n__import__("os").getcwd()\n'
+        b'# +ACIAIgAi-)\n'
+    )
     codes = {r.code for r in build_file_problems({"src/BUILD": hidden}, ("sampled_properties",))}
     assert codes == {Code.BUILD_FILE_CODE}
     (reason,) = build_file_problems({"src/BUILD": b"python_sources(name='\xff')\n"})

@@ -43,23 +43,33 @@ def _judge_is_trusted(root: Path, trusted_refs: Sequence[str]) -> None:
     """The checkout that judges must be reviewed history, exactly as committed: its code decides."""
     head = commit_of(root, "HEAD")
     if head is None:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "the judge's checkout has no HEAD commit",
-                   expected="a checkout of the trusted ref", found="no HEAD")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "the judge's checkout has no HEAD commit",
+            expected="a checkout of the trusted ref",
+            found="no HEAD",
+        )
     check_trusted(root, head, trusted_refs)
     dirty = git_text(root, "status", "--porcelain", "--untracked-files=normal", "-z").split("\0")
     dirty = [entry[3:] for entry in dirty if entry]
     if dirty:
-        raise fail(Code.BASE_UNTRUSTED, dirty[0], "the judge's checkout differs from its commit: trusted mode "
-                   "runs from a clean checkout of the trusted ref (a detached worktree)",
-                   expected="a clean checkout", found=f"{len(dirty)} changed path(s), first {from_os(dirty[0])}")
+        raise fail(
+            Code.BASE_UNTRUSTED,
+            dirty[0],
+            "the judge's checkout differs from its commit: trusted mode "
+            "runs from a clean checkout of the trusted ref (a detached worktree)",
+            expected="a clean checkout",
+            found=f"{len(dirty)} changed path(s), first {from_os(dirty[0])}",
+        )
 
 
 def _changed(root: Path, base: str, tree: str) -> tuple[ChangedPath, ...]:
-    diff = git_text(root, "-c", "core.quotepath=off", "diff-tree", "-r", "--no-renames", "--name-status", "-z",
-                    base, tree)
+    diff = git_text(
+        root, "-c", "core.quotepath=off", "diff-tree", "-r", "--no-renames", "--name-status", "-z", base, tree
+    )
     fields = diff.split("\0")
-    changed = {path: STATUS_NAMES.get(status[0], status)
-               for status, path in zip(fields[0::2], fields[1::2]) if status}
+    changed = {path: STATUS_NAMES.get(status[0], status) for status, path in zip(fields[0::2], fields[1::2]) if status}
     return tuple(ChangedPath(from_os(p), s) for p, s in sorted(changed.items()))
 
 
@@ -97,23 +107,40 @@ def _check_portable(entries: Mapping[str, tuple[str, str]]) -> None:
     for path in sorted(entries):
         why = _unportable(path)
         if why is not None:
-            raise fail(Code.PATH_NOT_REGULAR, from_os(path), "the candidate's tree holds a path no file system "
-                       "can hold as git names it: nothing of it is written", expected=(
-                           f"names of 1 to {NAME_MAX} bytes, not `.`, `..` or `.git`, and paths of at most "
-                           f"{PATH_MAX} bytes"), found=why)
+            raise fail(
+                Code.PATH_NOT_REGULAR,
+                from_os(path),
+                "the candidate's tree holds a path no file system "
+                "can hold as git names it: nothing of it is written",
+                expected=(
+                    f"names of 1 to {NAME_MAX} bytes, not `.`, `..` or `.git`, and paths of at most "
+                    f"{PATH_MAX} bytes"
+                ),
+                found=why,
+            )
 
 
 def _merged_tree(root: Path, head: str, commit: str) -> str:
     done = run_git(root, "merge-tree", "--write-tree", "--no-messages", head, commit)
     first = done.stdout.decode("utf-8", "replace").split("\n", 1)[0].strip()
     if done.returncode == 1:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the candidate {commit[:12]} does not merge cleanly into "
-                   f"the judge's commit {head[:12]}: rebase it on the trusted ref", expected="a clean merge",
-                   found="conflicts")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            f"the candidate {commit[:12]} does not merge cleanly into "
+            f"the judge's commit {head[:12]}: rebase it on the trusted ref",
+            expected="a clean merge",
+            found="conflicts",
+        )
     if done.returncode != 0 or len(first) != 40:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git cannot merge the candidate without a checkout "
-                   f"(`git merge-tree --write-tree` needs git 2.38 or later): {last_line(done.stderr)}",
-                   expected="a merged tree", found=f"exit {done.returncode}")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "git cannot merge the candidate without a checkout "
+            f"(`git merge-tree --write-tree` needs git 2.38 or later): {last_line(done.stderr)}",
+            expected="a merged tree",
+            found=f"exit {done.returncode}",
+        )
     return first
 
 
@@ -122,17 +149,33 @@ def open_candidate(root: Path, revision: str, trusted_refs: Sequence[str]) -> Ca
     cannot be trusted to be what it says."""
     _judge_is_trusted(root, trusted_refs)
     if not revision or revision.startswith("-"):
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "no usable candidate revision",
-                   expected="a git revision", found=revision or "empty")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "no usable candidate revision",
+            expected="a git revision",
+            found=revision or "empty",
+        )
     commit = commit_of(root, revision)
     if commit is None:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the candidate {revision!r} is not a commit in this "
-                   "repository (fetch it first, e.g. `git fetch origin pull/N/head`)",
-                   expected="a commit", found=revision)
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            f"the candidate {revision!r} is not a commit in this "
+            "repository (fetch it first, e.g. `git fetch origin pull/N/head`)",
+            expected="a commit",
+            found=revision,
+        )
     head = commit_of(root, "HEAD") or ""
     if run_git(root, "merge-base", head, commit).returncode != 0:
-        raise fail(Code.BASE_UNPROVABLE, ".", f"the candidate {commit[:12]} shares no history with the judge's "
-                   "checkout (a shallow clone? fetch the full history)", expected="a merge base", found="none")
+        raise fail(
+            Code.BASE_UNPROVABLE,
+            ".",
+            f"the candidate {commit[:12]} shares no history with the judge's "
+            "checkout (a shallow clone? fetch the full history)",
+            expected="a merge base",
+            found="none",
+        )
     tree = _merged_tree(root, head, commit)
     own = git_text(root, "rev-parse", "--verify", f"{commit}^{{tree}}").strip()
     entries = _entries(root, tree)
@@ -145,8 +188,12 @@ def blob_sizes(root: Path, oids: Iterable[str]) -> dict[str, int]:
     wanted = sorted(set(oids))
     if not wanted:
         return {}
-    done = run_git(root, "cat-file", "--batch-check=%(objectname) %(objectsize)",
-                   stdin="".join(f"{oid}\n" for oid in wanted).encode())
+    done = run_git(
+        root,
+        "cat-file",
+        "--batch-check=%(objectname) %(objectsize)",
+        stdin="".join(f"{oid}\n" for oid in wanted).encode(),
+    )
     sizes = {}
     for line in done.stdout.decode("ascii", "replace").splitlines():
         oid, _, size = line.partition(" ")
@@ -166,10 +213,15 @@ def read_blobs(root: Path, oids: Iterable[str]) -> dict[str, bytes]:
         end = out.find(b"\n", at)
         header = out[at:end].split(b" ") if end >= 0 else []
         if done.returncode != 0 or len(header) != 3 or header[1] != b"blob" or not header[2].isdigit():
-            raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git could not read blob {oid}",
-                       expected="a blob", found=out[at:at + 80].decode("utf-8", "replace").split("\n")[0])
+            raise fail(
+                Code.CHANGED_SET_UNAVAILABLE,
+                ".",
+                f"git could not read blob {oid}",
+                expected="a blob",
+                found=out[at : at + 80].decode("utf-8", "replace").split("\n")[0],
+            )
         size = int(header[2])
-        found[oid] = out[end + 1:end + 1 + size]
+        found[oid] = out[end + 1 : end + 1 + size]
         at = end + 1 + size + 1
     return found
 
@@ -190,4 +242,3 @@ def files_at(root: Path, commit: str, paths: Iterable[str]) -> dict[str, Optiona
                 oids[path] = oid
     blobs = read_blobs(root, oids.values())
     return {path: blobs[oids[path]] if path in oids else None for path in wanted}
-

@@ -132,14 +132,14 @@ def test_files_at_reads_many_files_as_read_at_does(tmp_path: Path) -> None:
 
 
 def fed(repo: Path, stdin: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], input=stdin, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def mktree(repo: Path, entries: list[tuple[str, ...]]) -> str:
     """A tree as `git mktree` takes it, whatever the names: (mode, type, object id, name)."""
-    return fed(repo, "".join(f"{mode} {kind} {oid}\t{name}\0" for mode, kind, oid, name in entries),
-               "mktree", "-z")
+    return fed(repo, "".join(f"{mode} {kind} {oid}\t{name}\0" for mode, kind, oid, name in entries), "mktree", "-z")
 
 
 def planted(repo: Path, name: str, inner: str = "x.py") -> str:
@@ -151,16 +151,18 @@ def planted(repo: Path, name: str, inner: str = "x.py") -> str:
     return git(repo, "commit-tree", tree, "-p", "HEAD", "-m", "planted").strip()
 
 
-@pytest.mark.parametrize("name, inner, found", [
-    ("..", "x.py", "a name '..'"),
-    (".", "x.py", "a name '.'"),
-    (".git", "hooks.py", "git's own folder name"),
-    (".GIT", "hooks.py", "git's own folder name"),
-    ("pkg", "m" * 300 + ".py", "a name of 303 bytes"),
-    ("pkg", "é" * 128 + ".py", "a name of 259 bytes"),  # 131 characters, 259 bytes in UTF-8
-])
-def test_a_tree_entry_no_file_system_holds_refuses_the_candidate(repo: Path, name: str, inner: str,
-                                                                  found: str) -> None:
+@pytest.mark.parametrize(
+    "name, inner, found",
+    [
+        ("..", "x.py", "a name '..'"),
+        (".", "x.py", "a name '.'"),
+        (".git", "hooks.py", "git's own folder name"),
+        (".GIT", "hooks.py", "git's own folder name"),
+        ("pkg", "m" * 300 + ".py", "a name of 303 bytes"),
+        ("pkg", "é" * 128 + ".py", "a name of 259 bytes"),  # 131 characters, 259 bytes in UTF-8
+    ],
+)
+def test_a_tree_entry_no_file_system_holds_refuses_the_candidate(repo: Path, name: str, inner: str, found: str) -> None:
     commit = planted(repo, name, inner)
     with pytest.raises(EvidenceError) as refused:
         open_candidate(repo, commit, TRUSTED)
@@ -175,8 +177,9 @@ def test_a_path_longer_than_a_file_system_holds_refuses_the_candidate(repo: Path
     for name in reversed(deep.split("/")):
         tree = mktree(repo, [("040000", "tree", tree, name)])
     top = [tuple(line.split(None, 3)) for line in git(repo, "ls-tree", "HEAD").splitlines()]
-    commit = git(repo, "commit-tree", mktree(repo, [*top, ("040000", "tree", tree, "deep")]), "-p", "HEAD",
-                 "-m", "deep").strip()
+    commit = git(
+        repo, "commit-tree", mktree(repo, [*top, ("040000", "tree", tree, "deep")]), "-p", "HEAD", "-m", "deep"
+    ).strip()
     with pytest.raises(EvidenceError) as refused:
         open_candidate(repo, commit, TRUSTED)
     assert (refused.value.reason.code, refused.value.reason.found) == (Code.PATH_NOT_REGULAR, "a path of 4230 bytes")

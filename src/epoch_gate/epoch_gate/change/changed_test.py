@@ -12,10 +12,14 @@ from epoch_gate.reasons import Code, EvidenceError
 
 
 def git(root: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@e"}
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env,
-                          text=True).stdout
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env, text=True).stdout
 
 
 @pytest.fixture
@@ -49,8 +53,12 @@ def test_committed_staged_unstaged_untracked_are_all_changes(repo: Path) -> None
     (repo / "new.py").write_text("")  # untracked
     (repo / "dist").mkdir()
     (repo / "dist" / "ignored").write_text("")
-    assert statuses(repo, base) == {"src.py": "modified", "staged.py": "added", "fixtures/gen.py": "modified",
-                                    "new.py": "untracked"}
+    assert statuses(repo, base) == {
+        "src.py": "modified",
+        "staged.py": "added",
+        "fixtures/gen.py": "modified",
+        "new.py": "untracked",
+    }
 
 
 def test_rename_shows_both_paths(repo: Path) -> None:
@@ -98,10 +106,11 @@ def test_protected_globs(glob: str, path: str, hit: bool) -> None:
 
 
 def test_protected_changes_name_the_status() -> None:
-    reasons = protected_changes((ChangedPath("fixtures/EPOCH", "deleted"), ChangedPath("src.py", "modified")),
-                                ProtectedSet(frozenset({"fixtures/EPOCH"}), ()))
-    assert [(r.code, r.path, r.found) for r in reasons] == [(Code.PROTECTED_PATH_CHANGED, "fixtures/EPOCH",
-                                                             "deleted")]
+    reasons = protected_changes(
+        (ChangedPath("fixtures/EPOCH", "deleted"), ChangedPath("src.py", "modified")),
+        ProtectedSet(frozenset({"fixtures/EPOCH"}), ()),
+    )
+    assert [(r.code, r.path, r.found) for r in reasons] == [(Code.PROTECTED_PATH_CHANGED, "fixtures/EPOCH", "deleted")]
 
 
 def trust_code(repo: Path, base: str, refs: tuple[str, ...] = ("refs/remotes/origin/main",)) -> Code | None:
@@ -139,7 +148,9 @@ def test_missing_trusted_ref_is_untrusted_and_an_empty_list_turns_the_check_off(
     assert trust_code(repo, "HEAD", ("refs/remotes/origin/main", "refs/heads/release")) is None
 
 
-def test_shallow_clone_that_cannot_prove_the_base_says_how_to_fetch(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_shallow_clone_that_cannot_prove_the_base_says_how_to_fetch(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     first = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "tag", "reviewed", first)
     for n in range(3):
@@ -199,8 +210,9 @@ def test_without_a_base_a_branch_is_judged_from_where_it_left_the_first_trusted_
 
 
 @pytest.mark.parametrize("refs", [("refs/remotes/origin/main",), ()])
-def test_without_a_base_or_a_trusted_ref_present_it_says_to_fetch_or_pass_one(repo: Path,
-                                                                               refs: tuple[str, ...]) -> None:
+def test_without_a_base_or_a_trusted_ref_present_it_says_to_fetch_or_pass_one(
+    repo: Path, refs: tuple[str, ...]
+) -> None:
     with pytest.raises(EvidenceError) as caught:
         default_base(repo, refs)
     reason = caught.value.reason
@@ -245,14 +257,29 @@ def test_a_name_that_is_not_utf8_is_judged_and_reported_escaped(repo: Path) -> N
     files = report.output_files(result, {})
     tree = reviewed_tree(repo)  # hashed from the real bytes, as git records them
     assert tree.tree_id == written_tree(repo)
-    statement_bytes(result, tree, files["report.json"], time=datetime.datetime.now(datetime.timezone.utc),
-                    repository=repository_url(repo), oracle_commit=commit)
+    statement_bytes(
+        result,
+        tree,
+        files["report.json"],
+        time=datetime.datetime.now(datetime.timezone.utc),
+        repository=repository_url(repo),
+        oracle_commit=commit,
+    )
     assert b'"freezes/\\\\xff.json"' in files["report.json"] and "freezes/\\xff.json" in files["report.md"].decode()
-    assert any("protected-path-changed" in line and "freezes/\\xff.json" in line for line in report.console_lines(result))
+    assert any(
+        "protected-path-changed" in line and "freezes/\\xff.json" in line for line in report.console_lines(result)
+    )
 
 
-@pytest.mark.parametrize("glob, path", [("freezes/", "freezes/a\n::stop-commands::x/y.json"),
-                                        ("freezes/**", "freezes/\n/y.json"), ("**/y.json", "a\nb/y.json"),
-                                        ("freezes/*", "freezes/a\n.json"), ("freezes/?.json", "freezes/\n.json")])
+@pytest.mark.parametrize(
+    "glob, path",
+    [
+        ("freezes/", "freezes/a\n::stop-commands::x/y.json"),
+        ("freezes/**", "freezes/\n/y.json"),
+        ("**/y.json", "a\nb/y.json"),
+        ("freezes/*", "freezes/a\n.json"),
+        ("freezes/?.json", "freezes/\n.json"),
+    ],
+)
 def test_a_newline_in_a_path_keeps_it_inside_a_protected_glob(glob: str, path: str) -> None:
     assert ProtectedSet(frozenset(), (glob,)).matches(path)

@@ -62,8 +62,11 @@ def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
 
 def _dotted(tokens: list[tokenize.TokenInfo], at: int) -> tuple[str, int]:
     parts = []
-    while at < len(tokens) and tokens[at].string not in ("import", "as") and (
-            tokens[at].type == tokenize.NAME or set(tokens[at].string) == {"."}):
+    while (
+        at < len(tokens)
+        and tokens[at].string not in ("import", "as")
+        and (tokens[at].type == tokenize.NAME or set(tokens[at].string) == {"."})
+    ):
         parts.append(tokens[at].string)
         at += 1
     return "".join(parts), at
@@ -83,15 +86,21 @@ def _absolute(name: str, module: str, is_package: bool) -> str | None:
 
 def _add(names: set[str], name: str) -> None:
     if len(name) > MAX_NAME or len(names) >= MAX_NAMES:
-        raise ImportsTooLarge(f"more than {MAX_NAMES} module names" if len(names) >= MAX_NAMES
-                              else f"a module name of {len(name)} characters")
+        raise ImportsTooLarge(
+            f"more than {MAX_NAMES} module names"
+            if len(names) >= MAX_NAMES
+            else f"a module name of {len(name)} characters"
+        )
     names.add(name)
 
 
 def _line_imports(tokens: list[tokenize.TokenInfo], module: str, is_package: bool, names: set[str]) -> None:
     # `import` or `from` may follow a compound statement's colon on the same line (`if x: import y`).
-    starts = [i for i, t in enumerate(tokens) if t.string in ("import", "from") and t.type == tokenize.NAME
-              and (i == 0 or tokens[i - 1].string == ":")]
+    starts = [
+        i
+        for i, t in enumerate(tokens)
+        if t.string in ("import", "from") and t.type == tokenize.NAME and (i == 0 or tokens[i - 1].string == ":")
+    ]
     for start in starts:
         if tokens[start].string == "import":
             at = start + 1
@@ -108,7 +117,7 @@ def _line_imports(tokens: list[tokenize.TokenInfo], module: str, is_package: boo
         if base is None or at >= len(tokens) or tokens[at].string != "import":
             continue
         _add(names, base)
-        for token in tokens[at + 1:]:
+        for token in tokens[at + 1 :]:
             if token.type == tokenize.NAME and token.string != "as":
                 _add(names, f"{base}.{token.string}")
 
@@ -120,7 +129,7 @@ def _literal(token: str) -> str | None:
     if "b" in prefix.lower() or ("f" in prefix.lower() and "{" in token):
         return None
     try:
-        value = ast.literal_eval(prefix.replace("f", "").replace("F", "") + token[len(prefix):])
+        value = ast.literal_eval(prefix.replace("f", "").replace("F", "") + token[len(prefix) :])
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return value if isinstance(value, str) else None
@@ -158,9 +167,12 @@ def imported(source: bytes, module: str, is_package: bool) -> set[str]:
     return scan(source, module, is_package)[0]
 
 
-def closure(roots: Iterable[str], providers: Callable[[str], Sequence[str]],
-            imports: Callable[[str], Iterable[str]], unit: Callable[[str], Iterable[str]] = lambda path: (path,)
-            ) -> set[str]:
+def closure(
+    roots: Iterable[str],
+    providers: Callable[[str], Sequence[str]],
+    imports: Callable[[str], Iterable[str]],
+    unit: Callable[[str], Iterable[str]] = lambda path: (path,),
+) -> set[str]:
     """The files reachable from the module names `roots` through imports, with every enclosing package's
     `__init__`. `providers` gives the files providing a module (two providers are both reached, so the
     sandbox's shadowing check refuses them); `imports` the module names a file imports; `unit` the files
@@ -259,6 +271,7 @@ class ImportGraph:
     def reach(self, roots: Iterable[str], excluded: Collection[str] = ()) -> set[str]:
         """The files that ship for a suite whose own code imports `roots`; modules under the top-level names
         `excluded` (the oracle's packages, which come from elsewhere) are not the tree's to provide."""
+
         def providers(name: str) -> Sequence[str]:
             return () if name.split(".", 1)[0] in excluded else self._modules.get(name, ())
 

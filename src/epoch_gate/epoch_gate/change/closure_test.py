@@ -24,8 +24,23 @@ def f():
     import inner; import second
 """
     found = imported(source, "pkg.sub.mod", is_package=False)
-    assert {"os", "a.b", "c", "c.d", "c.e", "pkg.sub.sibling", "pkg.sub.sibling.g", "pkg", "pkg.h",
-            "guarded", "lazy", "lazy.m", "lazy.n", "inner", "second"} <= found
+    assert {
+        "os",
+        "a.b",
+        "c",
+        "c.d",
+        "c.e",
+        "pkg.sub.sibling",
+        "pkg.sub.sibling.g",
+        "pkg",
+        "pkg.h",
+        "guarded",
+        "lazy",
+        "lazy.m",
+        "lazy.n",
+        "inner",
+        "second",
+    } <= found
     assert "not_an_import" not in found and "commented" not in found
     assert not any(name.startswith("deep") for name in found)  # beyond the top: not resolvable
 
@@ -51,9 +66,14 @@ def test_closure_follows_imports_and_enclosing_packages() -> None:
         "orders/unused.py": b"import orders.totals\n",
         "other/__init__.py": b"",
     }
-    modules = {"orders": ["orders/__init__.py"], "orders.totals": ["orders/totals.py"],
-               "orders.money": ["orders/money.py"], "orders.currency": ["orders/currency.py"],
-               "orders.unused": ["orders/unused.py"], "other": ["other/__init__.py"]}
+    modules = {
+        "orders": ["orders/__init__.py"],
+        "orders.totals": ["orders/totals.py"],
+        "orders.money": ["orders/money.py"],
+        "orders.currency": ["orders/currency.py"],
+        "orders.unused": ["orders/unused.py"],
+        "other": ["other/__init__.py"],
+    }
     name_of = {path: name for name, (path,) in modules.items()}
     reads: list[str] = []
 
@@ -62,7 +82,11 @@ def test_closure_follows_imports_and_enclosing_packages() -> None:
         return imported(sources[path], name_of[path], path.endswith("__init__.py"))
 
     assert closure({"orders.totals", "decimal"}, lambda name: modules.get(name, ()), imports) == {
-        "orders/__init__.py", "orders/totals.py", "orders/money.py", "orders/currency.py"}
+        "orders/__init__.py",
+        "orders/totals.py",
+        "orders/money.py",
+        "orders/currency.py",
+    }
     assert sorted(reads) == sorted(set(reads))  # each file read once
 
 
@@ -83,8 +107,13 @@ url = "example.com/a.b"
 raw = r'pkg.raw'
 data = b"pkg.bytes"
 """
-    assert scan(source, "m", is_package=False)[1] == {"pkg.plugins.fast", "pkg.plugins.plain", "pkg.plugins.fast2",
-                                      "pkg.plugins.joined", "pkg.raw"}
+    assert scan(source, "m", is_package=False)[1] == {
+        "pkg.plugins.fast",
+        "pkg.plugins.plain",
+        "pkg.plugins.fast2",
+        "pkg.plugins.joined",
+        "pkg.raw",
+    }
 
 
 def test_bare_carriage_returns_end_lines_as_they_do_for_the_import_system() -> None:
@@ -92,15 +121,18 @@ def test_bare_carriage_returns_end_lines_as_they_do_for_the_import_system() -> N
     assert {"pkg.sub.fast", "pkg.slow"} <= imported(source, "prod.impl", is_package=False)
 
 
-@pytest.mark.parametrize("source", [
-    # A newline spelled in the declared codec: Python decodes the file whole, then splits its lines.
-    b"# coding: utf-7\nx = 1  # +AAo-try: from fastpath import discount+AAo-except ImportError: pass\n",
-    b"# coding: utf-7\nx = 1  # +AA0-import fastpath\n",  # a carriage return, the same
-    b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nimport fastpath\n",
-    b"\xef\xbb\xbf# a BOM\nimport fastpath\n",
-    b"import importlib\nimportlib.import_module('fastpath')\n",
-    b"__import__('fastpath')\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        # A newline spelled in the declared codec: Python decodes the file whole, then splits its lines.
+        b"# coding: utf-7\nx = 1  # +AAo-try: from fastpath import discount+AAo-except ImportError: pass\n",
+        b"# coding: utf-7\nx = 1  # +AA0-import fastpath\n",  # a carriage return, the same
+        b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nimport fastpath\n",
+        b"\xef\xbb\xbf# a BOM\nimport fastpath\n",
+        b"import importlib\nimportlib.import_module('fastpath')\n",
+        b"__import__('fastpath')\n",
+    ],
+)
 def test_an_import_is_found_as_python_reads_the_source(source: bytes) -> None:
     names, strings = scan(source, "m", is_package=False)
     assert "fastpath" in names | strings
@@ -169,10 +201,21 @@ def graph() -> ImportGraph:
 
 def test_an_imported_module_ships_its_whole_package_and_what_that_imports() -> None:
     reached = graph().reach({"app.rules", "helper"}, excluded={"checks"})
-    assert reached == {"app/__init__.py", "app/rules.py", "app/tables.py", "app/rates.json", "app/fast.py",
-                       "app/data/rates.csv", "app/plugins/__init__.py", "app/plugins/loaded.py",
-                       "lib/__init__.py", "lib/engine.py", "lib/other/__init__.py", "helper.py",
-                       "__pycache__/helper.cpython-39.pyc"}
+    assert reached == {
+        "app/__init__.py",
+        "app/rules.py",
+        "app/tables.py",
+        "app/rates.json",
+        "app/fast.py",
+        "app/data/rates.csv",
+        "app/plugins/__init__.py",
+        "app/plugins/loaded.py",
+        "lib/__init__.py",
+        "lib/engine.py",
+        "lib/other/__init__.py",
+        "helper.py",
+        "__pycache__/helper.cpython-39.pyc",
+    }
     assert "lonely.py" not in reached  # a top-level module ships alone, not with the source root's others
 
 
@@ -182,14 +225,26 @@ def test_an_enclosing_package_ships_only_its_init() -> None:
 
 def test_a_string_naming_a_module_reaches_it() -> None:
     assert graph().reach({"tools.export"}) == {
-        "tools/__init__.py", "tools/export.py", "plugins/__init__.py", "plugins/loaded.py", "plugins/unused.py"}
+        "tools/__init__.py",
+        "tools/export.py",
+        "plugins/__init__.py",
+        "plugins/loaded.py",
+        "plugins/unused.py",
+    }
 
 
 def test_a_one_word_string_naming_a_top_level_module_reaches_it() -> None:
-    files = {"app/__init__.py": b"", "app/impl.py": b"try:\n    fast = __import__('fastpath')\nexcept ImportError:\n"
-             b"    fast = None\n", "fastpath.py": b"", "unrelated.py": b""}
+    files = {
+        "app/__init__.py": b"",
+        "app/impl.py": b"try:\n    fast = __import__('fastpath')\nexcept ImportError:\n" b"    fast = None\n",
+        "fastpath.py": b"",
+        "unrelated.py": b"",
+    }
     assert ImportGraph({p: p for p in files}, files).reach({"app.impl"}) == {
-        "app/__init__.py", "app/impl.py", "fastpath.py"}
+        "app/__init__.py",
+        "app/impl.py",
+        "fastpath.py",
+    }
 
 
 def test_a_package_no_suite_reaches_does_not_ship() -> None:

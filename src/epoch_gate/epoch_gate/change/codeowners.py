@@ -21,13 +21,22 @@ END = "# END epoch_gate"
 
 def _pattern(entry: str) -> str:
     if any(c.isspace() for c in entry) or entry.startswith("!") or "[" in entry:
-        raise fail(Code.ARTIFACT_MALFORMED, entry, "CODEOWNERS cannot name this path; rename it or protect its folder",
-                   expected="a path CODEOWNERS can express", found="whitespace, a leading ! or [")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            entry,
+            "CODEOWNERS cannot name this path; rename it or protect its folder",
+            expected="a path CODEOWNERS can express",
+            found="whitespace, a leading ! or [",
+        )
     # The gate reads `**` inside a segment (`a/**.py`) as crossing folders; gitignore rules, as a plain `*`.
     if any("**" in part and part != "**" for part in entry.strip("/").split("/")):
-        raise fail(Code.ARTIFACT_MALFORMED, entry, "CODEOWNERS reads this `**` differently from the gate; "
-                   "write it as its own segment (`a/**/*.py`)", expected="`**` as a whole path segment",
-                   found=entry)
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            entry,
+            "CODEOWNERS reads this `**` differently from the gate; " "write it as its own segment (`a/**/*.py`)",
+            expected="`**` as a whole path segment",
+            found=entry,
+        )
     return "/" + entry.lstrip("/")
 
 
@@ -52,9 +61,13 @@ def block(protected: ProtectedSet, owners: Sequence[str], suites: Sequence[Suite
     too). `suites` are every suite of the repository: a file two suites share (a BUILD file, a fixture)
     stays with the repository's owners alone, so neither team approves the other's oracle."""
     if not owners:
-        raise fail(Code.ARTIFACT_MISSING, "pants.toml",
-                   "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
-                   expected="[gate-codeowners].owners: who reviews the oracle", found="none")
+        raise fail(
+            Code.ARTIFACT_MISSING,
+            "pants.toml",
+            "name the owners, e.g. --gate-codeowners-owners=@org/oracle-reviewers",
+            expected="[gate-codeowners].owners: who reviews the oracle",
+            found="none",
+        )
     lines = [BEGIN, *(f"{_pattern(entry)} {_who(owners)}" for entry in protected.sorted_entries())]
     users = Counter(path for suite in suites for path in set(suite.paths))
     for suite in sorted(suites, key=lambda s: s.address):
@@ -68,12 +81,17 @@ def block(protected: ProtectedSet, owners: Sequence[str], suites: Sequence[Suite
 def check(text: str, expected: Sequence[str], path: str) -> None:
     """The file must end with exactly this block (nothing after it can re-assign a protected path)."""
     lines = text.rstrip("\n").split("\n")
-    tail = lines[-len(expected):] if len(lines) >= len(expected) else lines
+    tail = lines[-len(expected) :] if len(lines) >= len(expected) else lines
     if tail != list(expected):
         found = "the block differs" if BEGIN in lines else "no epoch_gate block"
         if BEGIN in lines and END in lines and lines.index(END) != len(lines) - 1:
             found = "lines after the block"
         code = Code.ARTIFACT_MALFORMED if BEGIN in lines else Code.ARTIFACT_MISSING
-        raise fail(code, path, "CODEOWNERS does not cover the gate's protected set; regenerate it with "
-                   "`pants gate-codeowners` and put the block at the end",
-                   expected="the protected set's block, last in the file", found=found)
+        raise fail(
+            code,
+            path,
+            "CODEOWNERS does not cover the gate's protected set; regenerate it with "
+            "`pants gate-codeowners` and put the block at the end",
+            expected="the protected set's block, last in the file",
+            found=found,
+        )

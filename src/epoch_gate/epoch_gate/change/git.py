@@ -22,18 +22,34 @@ def run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
     # (hundreds of MB, many threads) costs tens of milliseconds per git call. Python's own fds are
     # created non-inheritable, so nothing leaks into git.
     try:
-        return subprocess.run([_git_path(), "-C", str(root), *args], capture_output=True, check=False,
-                              timeout=120, close_fds=False, input=stdin)
+        return subprocess.run(
+            [_git_path(), "-C", str(root), *args],
+            capture_output=True,
+            check=False,
+            timeout=120,
+            close_fds=False,
+            input=stdin,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, str(root), f"cannot run git: {exc}",
-                   expected="a working git", found=type(exc).__name__) from None
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            str(root),
+            f"cannot run git: {exc}",
+            expected="a working git",
+            found=type(exc).__name__,
+        ) from None
 
 
 def git_text(root: Path, *args: str, stdin: str | None = None) -> str:
     done = run_git(root, *args, stdin=None if stdin is None else os.fsencode(stdin))
     if done.returncode != 0:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"git {args[0]} failed: {last_line(done.stderr)}",
-                   expected="exit 0", found=f"exit {done.returncode}")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            f"git {args[0]} failed: {last_line(done.stderr)}",
+            expected="exit 0",
+            found=f"exit {done.returncode}",
+        )
     return done.stdout.decode("utf-8", "surrogateescape")
 
 
@@ -42,9 +58,14 @@ def commit_of(root: Path, rev: str) -> str | None:
     if b"is ambiguous" in done.stderr:
         # `origin/main` is also refs/tags/origin/main (or a branch of that name): git would pick one
         # silently, and a change can push the one it prefers.
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", f"the revision {rev!r} is ambiguous: more than one ref has "
-                   "that short name; name it in full (e.g. refs/remotes/origin/main)",
-                   expected="one ref", found="ambiguous")
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            f"the revision {rev!r} is ambiguous: more than one ref has "
+            "that short name; name it in full (e.g. refs/remotes/origin/main)",
+            expected="one ref",
+            found="ambiguous",
+        )
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 

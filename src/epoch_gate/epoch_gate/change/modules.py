@@ -38,8 +38,9 @@ def _shadow(path: str, expected: str, found: str, message: str) -> Reason:
     return Reason(Code.MODULE_SHADOWED, path, expected=expected, found=found, message=message)
 
 
-def shadowing(files: Mapping[str, str], reserved: Iterable[str],
-              oracle: Mapping[str, str] = {}) -> list[Reason]:  # noqa: B006 - read only
+def shadowing(
+    files: Mapping[str, str], reserved: Iterable[str], oracle: Mapping[str, str] = {}
+) -> list[Reason]:  # noqa: B006 - read only
     """`files` maps each file's path in the repository to its path in the sandbox. Refuses a sandbox in
     which a path or a module is provided twice, anything lands in a reserved top-level name (the runner's
     package, the world, the manifest, the output, the jail's tools), or a file outside the oracle's own
@@ -51,23 +52,44 @@ def shadowing(files: Mapping[str, str], reserved: Iterable[str],
     for path, stripped in sorted(files.items()):
         top = top_level(stripped)
         if top in reserved or stripped.split("/", 1)[0] in reserved:
-            reasons.append(_shadow(path, f"nothing of the change at {top}", stripped,
-                                   f"{path} would stand in for the gate's own {top} in the replay"))
+            reasons.append(
+                _shadow(
+                    path,
+                    f"nothing of the change at {top}",
+                    stripped,
+                    f"{path} would stand in for the gate's own {top} in the replay",
+                )
+            )
         owner = oracle.get(top)
         if owner is not None and not (path == owner or (owner.endswith("/") and path.startswith(owner))):
-            reasons.append(_shadow(path, f"{top} only from {owner}", stripped,
-                                   f"{path} would become part of the oracle's package {top} in the replay"))
+            reasons.append(
+                _shadow(
+                    path,
+                    f"{top} only from {owner}",
+                    stripped,
+                    f"{path} would become part of the oracle's package {top} in the replay",
+                )
+            )
         by_path.setdefault(stripped, []).append(path)
         name = module_name(stripped)
         if name is not None:
             by_module.setdefault(name, []).append(path)
     groups = [(f"path {p}", paths) for p, paths in sorted(by_path.items())]
-    groups += [(f"module {m}", paths) for m, paths in sorted(by_module.items())
-               if not any(set(paths) <= set(g) for _, g in groups if len(g) > 1)]
+    groups += [
+        (f"module {m}", paths)
+        for m, paths in sorted(by_module.items())
+        if not any(set(paths) <= set(g) for _, g in groups if len(g) > 1)
+    ]
     for what, paths in groups:
         if len(paths) > 1:
-            reasons.append(_shadow(paths[0], f"one file providing {what}", " and ".join(paths),
-                                   f"{what} is provided by {len(paths)} files: {', '.join(paths)}"))
+            reasons.append(
+                _shadow(
+                    paths[0],
+                    f"one file providing {what}",
+                    " and ".join(paths),
+                    f"{what} is provided by {len(paths)} files: {', '.join(paths)}",
+                )
+            )
     return reasons
 
 
@@ -77,8 +99,15 @@ def unowned_predicates(catalog: Optional[Catalog], predicate_files: Iterable[str
     if catalog is None:
         return []
     owned = {module_name(path) for path in predicate_files}
-    return [Reason(Code.PREDICATE_UNPROTECTED, catalog_path, expected="a module among the manifest's predicates: "
-                   + ", ".join(sorted(m for m in owned if m)), found=prop.predicate.partition(":")[0],
-                   message=f"{prop.name}: its predicate's module is not a predicates file of the property_manifest, "
-                           "so the change could edit it")
-            for prop in catalog.properties if prop.predicate.partition(":")[0] not in owned]
+    return [
+        Reason(
+            Code.PREDICATE_UNPROTECTED,
+            catalog_path,
+            expected="a module among the manifest's predicates: " + ", ".join(sorted(m for m in owned if m)),
+            found=prop.predicate.partition(":")[0],
+            message=f"{prop.name}: its predicate's module is not a predicates file of the property_manifest, "
+            "so the change could edit it",
+        )
+        for prop in catalog.properties
+        if prop.predicate.partition(":")[0] not in owned
+    ]

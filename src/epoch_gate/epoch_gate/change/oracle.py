@@ -68,8 +68,13 @@ class OracleChange:
     note: str
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "subject": self.subject, "before": self.before, "after": self.after,
-                "note": self.note}
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "before": self.before,
+            "after": self.after,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,9 @@ class OraclePaths:
     observations_dir: str
 
 
-def _parsed(parse: Callable[[bytes, str], object], data: Optional[bytes], path: str,
-            side: str, out: list[OracleChange]) -> object:
+def _parsed(
+    parse: Callable[[bytes, str], object], data: Optional[bytes], path: str, side: str, out: list[OracleChange]
+) -> object:
     if data is None:
         return None
     try:
@@ -93,16 +99,16 @@ def _parsed(parse: Callable[[bytes, str], object], data: Optional[bytes], path: 
         return None
 
 
-def _presence(kind: str, path: str, before: Optional[bytes], after: Optional[bytes],
-              out: list[OracleChange]) -> None:
+def _presence(kind: str, path: str, before: Optional[bytes], after: Optional[bytes], out: list[OracleChange]) -> None:
     if before is None and after is not None:
         out.append(OracleChange(f"{kind}-added", path, "absent", "present", f"the change adds the {kind}"))
     elif before is not None and after is None:
         out.append(OracleChange(f"{kind}-removed", path, "present", "absent", f"the change removes the {kind}"))
 
 
-def _pin_changes(before: Optional[Pin], after: Optional[Pin], read_old: Reader, read_new: Reader,
-                 path: str) -> list[OracleChange]:
+def _pin_changes(
+    before: Optional[Pin], after: Optional[Pin], read_old: Reader, read_new: Reader, path: str
+) -> list[OracleChange]:
     out: list[OracleChange] = []
     if before is None or after is None:
         return out
@@ -117,25 +123,50 @@ def _pin_changes(before: Optional[Pin], after: Optional[Pin], read_old: Reader, 
         old_sha = sha256_bytes(old_bytes) if old_bytes is not None else "absent"
         new_sha = sha256_bytes(new_bytes) if new_bytes is not None else "absent"
         if name not in old_files:
-            out.append(OracleChange(f"{role}-added", name, "unpinned", new_files[name], f"the pin now names this {role}"))
+            out.append(
+                OracleChange(f"{role}-added", name, "unpinned", new_files[name], f"the pin now names this {role}")
+            )
             moved = True
         elif name not in new_files:
-            out.append(OracleChange(f"{role}-removed", name, old_files[name], "unpinned",
-                                    f"the pin no longer names this {role}"))
+            out.append(
+                OracleChange(
+                    f"{role}-removed", name, old_files[name], "unpinned", f"the pin no longer names this {role}"
+                )
+            )
             moved = True
         elif old_sha != new_sha or old_files[name] != new_files[name]:
-            pinned = (f"pinned {old_files[name][:12]} -> {new_files[name][:12]}"
-                      if old_files[name] != new_files[name] else f"the pin still records {old_files[name][:12]}")
-            out.append(OracleChange(f"{role}-changed", name, old_sha, new_sha,
-                                    f"the {role}'s bytes differ from the base ({pinned})"))
+            pinned = (
+                f"pinned {old_files[name][:12]} -> {new_files[name][:12]}"
+                if old_files[name] != new_files[name]
+                else f"the pin still records {old_files[name][:12]}"
+            )
+            out.append(
+                OracleChange(
+                    f"{role}-changed", name, old_sha, new_sha, f"the {role}'s bytes differ from the base ({pinned})"
+                )
+            )
             moved = True
     if before.epoch_id != after.epoch_id:
-        out.append(OracleChange("epoch-id-changed", path, before.epoch_id, after.epoch_id,
-                                "a new epoch: every replay runs again and old freezes stop applying"))
+        out.append(
+            OracleChange(
+                "epoch-id-changed",
+                path,
+                before.epoch_id,
+                after.epoch_id,
+                "a new epoch: every replay runs again and old freezes stop applying",
+            )
+        )
     elif moved:
-        out.append(OracleChange("new-epoch-id-required", path, before.epoch_id, after.epoch_id,
-                                "the generator or its inputs changed under the same epoch id: an existing pin is "
-                                "never rewritten; mint a new epoch id (`pants pin-epoch --epoch-id=...`)"))
+        out.append(
+            OracleChange(
+                "new-epoch-id-required",
+                path,
+                before.epoch_id,
+                after.epoch_id,
+                "the generator or its inputs changed under the same epoch id: an existing pin is "
+                "never rewritten; mint a new epoch id (`pants pin-epoch --epoch-id=...`)",
+            )
+        )
     return out
 
 
@@ -144,20 +175,31 @@ def _manifest_changes(before: Optional[Manifest], after: Optional[Manifest], pat
     if before is None or after is None:
         return out
     if after.k < before.k:
-        out.append(OracleChange("k-lowered", path, str(before.k), str(after.k),
-                                "fewer properties are sampled: the draw checks less"))
+        out.append(
+            OracleChange(
+                "k-lowered", path, str(before.k), str(after.k), "fewer properties are sampled: the draw checks less"
+            )
+        )
     elif after.k > before.k:
         out.append(OracleChange("k-raised", path, str(before.k), str(after.k), "more properties are sampled"))
     if after.seed != before.seed:
-        out.append(OracleChange("seed-changed", path, str(before.seed), str(after.seed),
-                                "a new draw: check the seed came from the reviewer's sampler, not the change"))
+        out.append(
+            OracleChange(
+                "seed-changed",
+                path,
+                str(before.seed),
+                str(after.seed),
+                "a new draw: check the seed came from the reviewer's sampler, not the change",
+            )
+        )
     if after.algorithm != before.algorithm:
         out.append(OracleChange("algorithm-changed", path, before.algorithm, after.algorithm, "another draw algorithm"))
     old = {p.name: p for p in before.properties}
     new = {p.name: p for p in after.properties}
     for name in sorted(set(old) - set(new)):
-        out.append(OracleChange("property-dropped", name, old[name].predicate, "not sampled",
-                                f"{name} is no longer replayed"))
+        out.append(
+            OracleChange("property-dropped", name, old[name].predicate, "not sampled", f"{name} is no longer replayed")
+        )
     for name in sorted(set(new) - set(old)):
         out.append(OracleChange("property-added", name, "not sampled", new[name].predicate, f"{name} is now replayed"))
     for name in sorted(set(old) & set(new)):
@@ -166,8 +208,11 @@ def _manifest_changes(before: Optional[Manifest], after: Optional[Manifest], pat
 
 
 def _entry_changes(kind: str, name: str, old: Property, new: Property) -> list[OracleChange]:
-    return [OracleChange(kind, name, getattr(old, field), getattr(new, field), f"{field} changed")
-            for field in ("bound", "predicate", "description") if getattr(old, field) != getattr(new, field)]
+    return [
+        OracleChange(kind, name, getattr(old, field), getattr(new, field), f"{field} changed")
+        for field in ("bound", "predicate", "description")
+        if getattr(old, field) != getattr(new, field)
+    ]
 
 
 def _catalog_changes(before: Optional[Catalog], after: Optional[Catalog], path: str) -> list[OracleChange]:
@@ -176,19 +221,32 @@ def _catalog_changes(before: Optional[Catalog], after: Optional[Catalog], path: 
     out: list[OracleChange] = []
     old, new = before.by_name(), after.by_name()
     for name in sorted(set(old) - set(new)):
-        out.append(OracleChange("catalog-entry-removed", name, old[name].predicate, "absent",
-                                "the property can no longer be drawn: the catalog is loosened"))
+        out.append(
+            OracleChange(
+                "catalog-entry-removed",
+                name,
+                old[name].predicate,
+                "absent",
+                "the property can no longer be drawn: the catalog is loosened",
+            )
+        )
     for name in sorted(set(new) - set(old)):
-        out.append(OracleChange("catalog-entry-added", name, "absent", new[name].predicate,
-                                "a new property can be drawn"))
+        out.append(
+            OracleChange("catalog-entry-added", name, "absent", new[name].predicate, "a new property can be drawn")
+        )
     for name in sorted(set(old) & set(new)):
         out.extend(_entry_changes("catalog-entry-changed", name, old[name], new[name]))
     return out
 
 
 def _malformed(path: str, message: str, found: str) -> EvidenceError:
-    return fail(Code.ARTIFACT_MALFORMED, path, message,
-                expected=f"Python that CPython parses, nesting depth <= {MAX_AST_DEPTH}", found=found)
+    return fail(
+        Code.ARTIFACT_MALFORMED,
+        path,
+        message,
+        expected=f"Python that CPython parses, nesting depth <= {MAX_AST_DEPTH}",
+        found=found,
+    )
 
 
 def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
@@ -197,16 +255,28 @@ def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
     Raises EvidenceError(ARTIFACT_MALFORMED) for a module too large, too deep, or that kills its parser.
     """
     if len(source) > MAX_SOURCE_BYTES:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "predicate module is larger than the size cap",
-                   expected=f"<= {MAX_SOURCE_BYTES} bytes", found=f"{len(source)} bytes")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "predicate module is larger than the size cap",
+            expected=f"<= {MAX_SOURCE_BYTES} bytes",
+            found=f"{len(source)} bytes",
+        )
     try:
         # -I -S: the standard library only. An absolute path and close_fds=False: posix_spawn, not a fork
         # of pantsd (see git.run_git).
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", _PARSE, str(MAX_AST_DEPTH)], input=source,
-                              capture_output=True, timeout=PARSE_TIMEOUT, close_fds=False, check=False)
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _PARSE, str(MAX_AST_DEPTH)],
+            input=source,
+            capture_output=True,
+            timeout=PARSE_TIMEOUT,
+            close_fds=False,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise _malformed(path, f"parsing the predicate module took over {PARSE_TIMEOUT}s",
-                         f"over {PARSE_TIMEOUT}s") from None
+        raise _malformed(
+            path, f"parsing the predicate module took over {PARSE_TIMEOUT}s", f"over {PARSE_TIMEOUT}s"
+        ) from None
     except OSError as exc:
         raise _malformed(path, f"the predicate module's parser did not start: {exc}", "OSError") from None
     if done.returncode < 0:
@@ -214,29 +284,35 @@ def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
             name = signal.Signals(-done.returncode).name
         except ValueError:
             name = f"signal {-done.returncode}"
-        raise _malformed(path, f"parsing the predicate module killed the parser ({name}): nested too deeply",
-                         name)
+        raise _malformed(path, f"parsing the predicate module killed the parser ({name}): nested too deeply", name)
     try:
         result = json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
         result = None
     if not isinstance(result, dict):
-        raise _malformed(path, f"the predicate module's parser failed (exit {done.returncode}): "
-                               f"{last_line(done.stderr, 200)}",
-                         f"exit {done.returncode}")
+        raise _malformed(
+            path,
+            f"the predicate module's parser failed (exit {done.returncode}): " f"{last_line(done.stderr, 200)}",
+            f"exit {done.returncode}",
+        )
     if "unparsable" in result:
         return {}, [f"unparsable {sha256_bytes(source)}"]
     if "error" in result:
-        raise _malformed(path, f"CPython cannot parse the predicate module: {result['error']} "
-                               "(nested too deeply)", str(result["error"]))
+        raise _malformed(
+            path,
+            f"CPython cannot parse the predicate module: {result['error']} " "(nested too deeply)",
+            str(result["error"]),
+        )
     if "depth" in result:
-        raise _malformed(path, f"the predicate module's code nests {result['depth']} levels deep",
-                         f"depth {result['depth']}")
+        raise _malformed(
+            path, f"the predicate module's code nests {result['depth']} levels deep", f"depth {result['depth']}"
+        )
     return dict(result["functions"]), list(result["rest"])
 
 
-def _functions(source: Optional[bytes], path: str, side: str,
-               out: list[OracleChange]) -> tuple[dict[str, str], list[str]]:
+def _functions(
+    source: Optional[bytes], path: str, side: str, out: list[OracleChange]
+) -> tuple[dict[str, str], list[str]]:
     """Each top-level function's AST (formatting and comments ignored), and every other statement's."""
     if source is None:
         return {}, []
@@ -248,8 +324,9 @@ def _functions(source: Optional[bytes], path: str, side: str,
         return {}, [f"unreadable {sha256_bytes(source)}"]
 
 
-def _predicate_changes(manifests: Sequence[Optional[Manifest]], files: tuple[str, ...], read_old: Reader,
-                       read_new: Reader) -> list[OracleChange]:
+def _predicate_changes(
+    manifests: Sequence[Optional[Manifest]], files: tuple[str, ...], read_old: Reader, read_new: Reader
+) -> list[OracleChange]:
     out: list[OracleChange] = []
     sampled = {p.name: p.predicate for m in manifests if m is not None for p in m.properties}
     for path in files:
@@ -257,43 +334,72 @@ def _predicate_changes(manifests: Sequence[Optional[Manifest]], files: tuple[str
         if old_source == new_source:
             continue
         module = path[:-3].replace("/", ".") if path.endswith(".py") else path
-        here = {name: ref.partition(":")[2] for name, ref in sampled.items()
-                if module == ref.partition(":")[0] or module.endswith("." + ref.partition(":")[0])}
-        (old_funcs, old_rest), (new_funcs, new_rest) = (_functions(old_source, path, "base", out),
-                                                        _functions(new_source, path, "change", out))
+        here = {
+            name: ref.partition(":")[2]
+            for name, ref in sampled.items()
+            if module == ref.partition(":")[0] or module.endswith("." + ref.partition(":")[0])
+        }
+        (old_funcs, old_rest), (new_funcs, new_rest) = (
+            _functions(old_source, path, "base", out),
+            _functions(new_source, path, "change", out),
+        )
         for name, func in sorted(here.items()):
             if old_funcs.get(func) != new_funcs.get(func):
-                out.append(OracleChange("predicate-changed", name, "defined" if func in old_funcs else "absent",
-                                        "changed" if func in new_funcs else "absent",
-                                        f"the code of {sampled[name]} differs from the base"))
+                out.append(
+                    OracleChange(
+                        "predicate-changed",
+                        name,
+                        "defined" if func in old_funcs else "absent",
+                        "changed" if func in new_funcs else "absent",
+                        f"the code of {sampled[name]} differs from the base",
+                    )
+                )
         # Helpers and module-level code can change what any predicate computes.
         own = set(here.values())
         if (old_rest, {k: v for k, v in old_funcs.items() if k not in own}) != (
-                new_rest, {k: v for k, v in new_funcs.items() if k not in own}):
-            out.append(OracleChange("predicate-module-changed", path, sha256_bytes(old_source or b"")[:12],
-                                    sha256_bytes(new_source or b"")[:12],
-                                    "code beside the sampled predicates (helpers, imports, constants) changed: "
-                                    "any predicate of this module may behave differently"))
+            new_rest,
+            {k: v for k, v in new_funcs.items() if k not in own},
+        ):
+            out.append(
+                OracleChange(
+                    "predicate-module-changed",
+                    path,
+                    sha256_bytes(old_source or b"")[:12],
+                    sha256_bytes(new_source or b"")[:12],
+                    "code beside the sampled predicates (helpers, imports, constants) changed: "
+                    "any predicate of this module may behave differently",
+                )
+            )
     return out
 
 
 def _folder_changes(changed: Sequence[ChangedPath], folder: str, kind: str, note: str) -> list[OracleChange]:
     prefix = folder.rstrip("/") + "/"
     verbs = {"added": "added", "untracked": "added", "deleted": "removed"}
-    return [OracleChange(f"{kind}-{verbs.get(c.status, 'changed')}", c.path, "", c.status, note)
-            for c in changed if c.path.startswith(prefix)]
+    return [
+        OracleChange(f"{kind}-{verbs.get(c.status, 'changed')}", c.path, "", c.status, note)
+        for c in changed
+        if c.path.startswith(prefix)
+    ]
 
 
-def oracle_changes(paths: OraclePaths, changed: Sequence[ChangedPath], read_old: Reader,
-                   read_new: Reader) -> tuple[OracleChange, ...]:
+def oracle_changes(
+    paths: OraclePaths, changed: Sequence[ChangedPath], read_old: Reader, read_new: Reader
+) -> tuple[OracleChange, ...]:
     """Every change to the oracle between the base (`read_old`) and the working tree (`read_new`)."""
     out: list[OracleChange] = []
-    pins = [_parsed(parse_pin, read(paths.pin), paths.pin, side, out) for read, side in
-            ((read_old, "base"), (read_new, "change"))]
-    manifests = [_parsed(parse_manifest, read(paths.manifest), paths.manifest, side, out) for read, side in
-                 ((read_old, "base"), (read_new, "change"))]
-    catalogs = [_parsed(parse_catalog, read(paths.catalog), paths.catalog, side, out) for read, side in
-                ((read_old, "base"), (read_new, "change"))]
+    pins = [
+        _parsed(parse_pin, read(paths.pin), paths.pin, side, out)
+        for read, side in ((read_old, "base"), (read_new, "change"))
+    ]
+    manifests = [
+        _parsed(parse_manifest, read(paths.manifest), paths.manifest, side, out)
+        for read, side in ((read_old, "base"), (read_new, "change"))
+    ]
+    catalogs = [
+        _parsed(parse_catalog, read(paths.catalog), paths.catalog, side, out)
+        for read, side in ((read_old, "base"), (read_new, "change"))
+    ]
     for kind, path in (("pin", paths.pin), ("manifest", paths.manifest), ("catalog", paths.catalog)):
         _presence(kind, path, read_old(path), read_new(path), out)
     out += _pin_changes(pins[0], pins[1], read_old, read_new, paths.pin)  # type: ignore[arg-type]
@@ -303,10 +409,21 @@ def oracle_changes(paths: OraclePaths, changed: Sequence[ChangedPath], read_old:
     return (*out, *evidence_changes(changed, paths.freezes_dir, paths.observations_dir))
 
 
-def evidence_changes(changed: Sequence[ChangedPath], freezes_dir: str,
-                     observations_dir: str) -> tuple[OracleChange, ...]:
+def evidence_changes(
+    changed: Sequence[ChangedPath], freezes_dir: str, observations_dir: str
+) -> tuple[OracleChange, ...]:
     """What the change does to the repository's freezes and observation archive."""
-    return (*_folder_changes(changed, freezes_dir, "freeze",
-                             "a freeze turns a flake into hold: check it cites a real flake and expires soon"),
-            *_folder_changes(changed, observations_dir, "observation",
-                             "archived evidence: only the replay runner writes it; a hand edit is tampering"))
+    return (
+        *_folder_changes(
+            changed,
+            freezes_dir,
+            "freeze",
+            "a freeze turns a flake into hold: check it cites a real flake and expires soon",
+        ),
+        *_folder_changes(
+            changed,
+            observations_dir,
+            "observation",
+            "archived evidence: only the replay runner writes it; a hand edit is tampering",
+        ),
+    )

@@ -16,11 +16,11 @@ from epoch_gate.evidence.manifest import sample
 from epoch_gate.change.oracle import OracleChange, OraclePaths, oracle_changes
 from epoch_gate.evidence.pin import Pin, PinnedFile
 
-PATHS = OraclePaths("fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ("checks/mod.py",),
-                    "freezes", "observations")
+PATHS = OraclePaths(
+    "fixtures/EPOCH", "checks/manifest.json", "checks/catalog.yaml", ("checks/mod.py",), "freezes", "observations"
+)
 CATALOG = "properties:\n" + "".join(
-    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n"
-    for i in range(6)
+    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(6)
 )
 PREDICATES = "LIMIT = 10\n\n" + "".join(f"def p{i}(record):\n    return record['x'] < LIMIT\n\n" for i in range(6))
 GENERATOR = b"print('world')\n"
@@ -29,11 +29,20 @@ INPUT = b'{"seed": 1}\n'
 
 def base_files() -> dict[str, bytes]:
     catalog = parse_catalog(CATALOG.encode(), PATHS.catalog)
-    pin = Pin("e-1", PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR)),
-              (PinnedFile("fixtures/base.json", sha256_bytes(INPUT)),), None)
-    return {PATHS.pin: pin.to_bytes(), PATHS.manifest: sample(catalog, 7, 4).to_bytes(),
-            PATHS.catalog: CATALOG.encode(), "checks/mod.py": PREDICATES.encode(),
-            "fixtures/gen.py": GENERATOR, "fixtures/base.json": INPUT}
+    pin = Pin(
+        "e-1",
+        PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR)),
+        (PinnedFile("fixtures/base.json", sha256_bytes(INPUT)),),
+        None,
+    )
+    return {
+        PATHS.pin: pin.to_bytes(),
+        PATHS.manifest: sample(catalog, 7, 4).to_bytes(),
+        PATHS.catalog: CATALOG.encode(),
+        "checks/mod.py": PREDICATES.encode(),
+        "fixtures/gen.py": GENERATOR,
+        "fixtures/base.json": INPUT,
+    }
 
 
 def diff(new: dict[str, Optional[bytes]], changed: tuple[ChangedPath, ...] = ()) -> list[OracleChange]:
@@ -71,8 +80,9 @@ def test_lowered_k_and_a_new_seed_show_the_dropped_properties() -> None:
 
 def test_a_loosened_sampled_predicate_is_named_and_formatting_is_not_a_change() -> None:
     target = sampled()[0]
-    loosened = PREDICATES.replace(f"def {target}(record):\n    return record['x'] < LIMIT",
-                                  f"def {target}(record):\n    return True")
+    loosened = PREDICATES.replace(
+        f"def {target}(record):\n    return record['x'] < LIMIT", f"def {target}(record):\n    return True"
+    )
     assert kinds(diff({"checks/mod.py": loosened.encode()})) == [("predicate-changed", target)]
     reformatted = PREDICATES.replace("LIMIT = 10\n", "LIMIT = 10  # the cap\n\n")
     assert diff({"checks/mod.py": reformatted.encode()}) == []
@@ -80,16 +90,22 @@ def test_a_loosened_sampled_predicate_is_named_and_formatting_is_not_a_change() 
 
 def test_a_changed_helper_or_constant_flags_the_whole_module() -> None:
     assert kinds(diff({"checks/mod.py": PREDICATES.replace("LIMIT = 10", "LIMIT = 10**9").encode()})) == [
-        ("predicate-module-changed", "checks/mod.py")]
+        ("predicate-module-changed", "checks/mod.py")
+    ]
 
 
 def test_catalog_loosened_by_removal_and_by_repointing() -> None:
     unsampled = sorted({f"p{i}" for i in range(6)} - set(sampled()))
-    removed = CATALOG.replace(f"  - name: {unsampled[0]}\n    bound: b\n    predicate: checks.mod:{unsampled[0]}\n"
-                              f"    description: Property {unsampled[0][1:]}.\n", "")
+    removed = CATALOG.replace(
+        f"  - name: {unsampled[0]}\n    bound: b\n    predicate: checks.mod:{unsampled[0]}\n"
+        f"    description: Property {unsampled[0][1:]}.\n",
+        "",
+    )
     repointed = removed.replace(f"predicate: checks.mod:{unsampled[1]}\n", "predicate: checks.mod:p_true\n")
-    assert kinds(diff({PATHS.catalog: repointed.encode()})) == [("catalog-entry-removed", unsampled[0]),
-                                                                ("catalog-entry-changed", unsampled[1])]
+    assert kinds(diff({PATHS.catalog: repointed.encode()})) == [
+        ("catalog-entry-removed", unsampled[0]),
+        ("catalog-entry-changed", unsampled[1]),
+    ]
 
 
 def test_generator_edit_under_the_same_epoch_id_requires_a_new_id() -> None:
@@ -99,21 +115,33 @@ def test_generator_edit_under_the_same_epoch_id_requires_a_new_id() -> None:
 
 def test_re_pinned_inputs_under_a_new_epoch_id() -> None:
     old = base_files()
-    pin = Pin("e-2", PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR)),
-              (PinnedFile("fixtures/base.json", sha256_bytes(b"{}")), PinnedFile("fixtures/extra.json", "c" * 64)),
-              None)
+    pin = Pin(
+        "e-2",
+        PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR)),
+        (PinnedFile("fixtures/base.json", sha256_bytes(b"{}")), PinnedFile("fixtures/extra.json", "c" * 64)),
+        None,
+    )
     found = kinds(diff({PATHS.pin: pin.to_bytes(), "fixtures/base.json": b"{}", "fixtures/extra.json": b"x"}))
-    assert found == [("input-changed", "fixtures/base.json"), ("input-added", "fixtures/extra.json"),
-                     ("epoch-id-changed", PATHS.pin)]
+    assert found == [
+        ("input-changed", "fixtures/base.json"),
+        ("input-added", "fixtures/extra.json"),
+        ("epoch-id-changed", PATHS.pin),
+    ]
     assert old[PATHS.pin] != pin.to_bytes()
 
 
 def test_freezes_and_archive_edits_and_unreadable_files() -> None:
-    changed = (ChangedPath("freezes/quiet.json", "added"), ChangedPath("observations/x.bin", "modified"),
-               ChangedPath("src/app.py", "modified"))
+    changed = (
+        ChangedPath("freezes/quiet.json", "added"),
+        ChangedPath("observations/x.bin", "modified"),
+        ChangedPath("src/app.py", "modified"),
+    )
     found = kinds(diff({PATHS.manifest: b"{not json"}, changed))
-    assert found == [("unreadable", PATHS.manifest), ("freeze-added", "freezes/quiet.json"),
-                     ("observation-changed", "observations/x.bin")]
+    assert found == [
+        ("unreadable", PATHS.manifest),
+        ("freeze-added", "freezes/quiet.json"),
+        ("observation-changed", "observations/x.bin"),
+    ]
 
 
 def test_a_removed_pin_is_reported() -> None:
@@ -148,8 +176,12 @@ def unreadable(changes: list[OracleChange]) -> list[OracleChange]:
 def test_an_over_deep_predicate_module_is_malformed_and_still_reads_as_changed(tail: str, found: str) -> None:
     changes = diff({"checks/mod.py": (PREDICATES + tail).encode()})
     (bad,) = unreadable(changes)
-    assert (bad.kind, bad.subject, bad.before, bad.after) == ("unreadable", "checks/mod.py", "change",
-                                                              "artifact-malformed")
+    assert (bad.kind, bad.subject, bad.before, bad.after) == (
+        "unreadable",
+        "checks/mod.py",
+        "change",
+        "artifact-malformed",
+    )
     assert found.split()[-1] in bad.note
     # Not comparable, so everything in it reads as changed: never as unchanged.
     assert ("predicate-module-changed", "checks/mod.py") in kinds(changes)
@@ -174,7 +206,8 @@ def test_a_syntax_error_still_reads_as_an_unparsable_change() -> None:
 def test_issue_predicates_inside_pants_like_limits_are_malformed_not_a_crash() -> None:
     # Where Pants runs the gate's rule: recursion limit 10,000 on a 2 MiB thread. Before the parse moved
     # to a child interpreter, this process died with SIGSEGV in ast.dump.
-    code = textwrap.dedent("""
+    code = textwrap.dedent(
+        """
         import sys, threading
         from epoch_gate.change.oracle_test import DEEP_SUM, PREDICATES, diff
 
@@ -188,7 +221,8 @@ def test_issue_predicates_inside_pants_like_limits_are_malformed_not_a_crash() -
         thread = threading.Thread(target=run)
         thread.start()
         thread.join()
-    """)
+    """
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

@@ -19,8 +19,9 @@ MAX_NAMES = 10_000
 def product_names(source: bytes) -> set[str]:
     """Every dotted name `product.a.b...` spells in the module (a name after a `.` is never the start)."""
     try:
-        tokens = [t for t in tokenize.tokenize(io.BytesIO(source).readline)
-                  if t.type not in (tokenize.NL, tokenize.COMMENT)]
+        tokens = [
+            t for t in tokenize.tokenize(io.BytesIO(source).readline) if t.type not in (tokenize.NL, tokenize.COMMENT)
+        ]
     except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
         return set()
     names: set[str] = set()
@@ -30,8 +31,7 @@ def product_names(source: bytes) -> set[str]:
             continue
         parts = []
         cursor = index + 1
-        while (cursor + 1 < len(tokens) and tokens[cursor].string == "."
-               and tokens[cursor + 1].type == tokenize.NAME):
+        while cursor + 1 < len(tokens) and tokens[cursor].string == "." and tokens[cursor + 1].type == tokenize.NAME:
             parts.append(tokens[cursor + 1].string)
             cursor += 2
         if parts:
@@ -54,6 +54,10 @@ def old_shape_predicates(source: bytes) -> list[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    return [node.name for node in tree.body
-            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
-            and [a.arg for a in node.args.args] == ["record"]]
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and not node.name.startswith("_")
+        and [a.arg for a in node.args.args] == ["record"]
+    ]

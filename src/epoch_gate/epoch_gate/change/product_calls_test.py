@@ -14,8 +14,7 @@ def capture_le_authorized(record, product: Product) -> bool:
 
 
 def test_every_dotted_name_spelled_after_product() -> None:
-    assert product_names(SOURCE) == {"orders.payments", "orders.money", "orders.money.Money.zero",
-                                     "fractions.Fraction"}
+    assert product_names(SOURCE) == {"orders.payments", "orders.money", "orders.money.Money.zero", "fractions.Fraction"}
 
 
 def test_a_module_that_does_not_tokenize_names_nothing() -> None:

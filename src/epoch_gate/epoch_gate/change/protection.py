@@ -63,10 +63,17 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
 
 def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
     return [
-        Reason(Code.PROTECTED_PATH_CHANGED, c.path, expected="unchanged (protected)", found=c.status,
-               message=f"a protected path is {c.status.replace('-', ' ')} in this change")
-        for c in changed if protected.matches(c.path)
+        Reason(
+            Code.PROTECTED_PATH_CHANGED,
+            c.path,
+            expected="unchanged (protected)",
+            found=c.status,
+            message=f"a protected path is {c.status.replace('-', ' ')} in this change",
+        )
+        for c in changed
+        if protected.matches(c.path)
     ]
+
 
 # Files that change what git (and so the changed set and the reviewed tree) or Pants sees of a folder.
 VCS_FILES = (".gitignore", ".gitattributes")
@@ -100,7 +107,7 @@ def strip_root(path: str, roots: Iterable[str]) -> tuple[str, str]:
         if root == "." or path.startswith(root.rstrip("/") + "/"):
             if best == "." or len(root) > len(best):
                 best = root
-    return best, path if best == "." else path[len(best.rstrip("/")) + 1:]
+    return best, path if best == "." else path[len(best.rstrip("/")) + 1 :]
 
 
 def oracle_package(path: str, root: str) -> str:
@@ -143,14 +150,16 @@ def _symlinks_below(root: Path, folder: str) -> list[str]:
     found = []
     for current, dirs, files in os.walk(root / folder):  # os.walk does not follow symlinked folders
         rel = os.path.relpath(current, root).replace(os.sep, "/")
-        found += [from_os(f"{rel}/{name}") for name in sorted(dirs + files)
-                  if os.path.islink(os.path.join(current, name))]
+        found += [
+            from_os(f"{rel}/{name}") for name in sorted(dirs + files) if os.path.islink(os.path.join(current, name))
+        ]
         dirs.sort()
     return found
 
 
-def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
-                    trees: Iterable[str] = ()) -> list[Reason]:
+def irregular_paths(
+    root: Path, files: Iterable[str], folders: Iterable[str], trees: Iterable[str] = ()
+) -> list[Reason]:
     """Oracle files and evidence folders must be what they seem: a symlink (anywhere on the path) would
     let an unprotected file stand in for a protected one, and Pants follows symlinks when it reads.
     `trees` are protected folders (the predicates' package, say) that must hold no symlink at any depth."""
@@ -158,22 +167,35 @@ def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
     for tree in sorted({t.rstrip("/") for t in trees} - {f.rstrip("/") for f in folders}):
         link = _symlink_on_the_way(root, tree)
         inner = [link] if link else _symlinks_below(root, tree) if os.path.isdir(root / tree) else []
-        reasons += [_not_regular(path, "no symlink in a protected folder", "symlink",
-                                 "a protected folder holds a symlink: what it points to is not protected")
-                    for path in inner]
+        reasons += [
+            _not_regular(
+                path,
+                "no symlink in a protected folder",
+                "symlink",
+                "a protected folder holds a symlink: what it points to is not protected",
+            )
+            for path in inner
+        ]
     for path in sorted(set(files)):
         link = _symlink_on_the_way(root, path)
         if link is not None:
-            reasons.append(_not_regular(path, "a regular file", f"symlink at {link}",
-                                        "an oracle file is reached through a symlink"))
+            reasons.append(
+                _not_regular(
+                    path, "a regular file", f"symlink at {link}", "an oracle file is reached through a symlink"
+                )
+            )
         elif os.path.lexists(root / path) and not stat.S_ISREG(os.lstat(root / path).st_mode):
-            reasons.append(_not_regular(path, "a regular file", "not a regular file",
-                                        "an oracle path is not a regular file"))
+            reasons.append(
+                _not_regular(path, "a regular file", "not a regular file", "an oracle path is not a regular file")
+            )
     for folder in sorted({f.rstrip("/") for f in folders}):
         link = _symlink_on_the_way(root, folder)
         if link is not None:
-            reasons.append(_not_regular(folder, "a folder", f"symlink at {link}",
-                                        "an evidence folder is reached through a symlink"))
+            reasons.append(
+                _not_regular(
+                    folder, "a folder", f"symlink at {link}", "an evidence folder is reached through a symlink"
+                )
+            )
             continue
         if not os.path.lexists(root / folder):
             continue
@@ -182,9 +204,14 @@ def irregular_paths(root: Path, files: Iterable[str], folders: Iterable[str],
             continue
         for entry in sorted(os.scandir(root / folder), key=lambda e: e.name):
             if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
-                reasons.append(_not_regular(from_os(f"{folder}/{entry.name}"), "a regular file",
-                                            "symlink" if entry.is_symlink() else "not a regular file",
-                                            "evidence must be regular files, directly in its folder"))
+                reasons.append(
+                    _not_regular(
+                        from_os(f"{folder}/{entry.name}"),
+                        "a regular file",
+                        "symlink" if entry.is_symlink() else "not a regular file",
+                        "evidence must be regular files, directly in its folder",
+                    )
+                )
     return reasons
 
 

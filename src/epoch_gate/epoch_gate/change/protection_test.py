@@ -24,8 +24,15 @@ def test_folders_up_reach_the_build_root() -> None:
 
 def test_shaping_files_cover_ancestor_build_files_and_git_files_below() -> None:
     protected = ProtectedSet(frozenset(), tuple(shaping_files(["checks/sub"], ["BUILD", "BUILD.*"])))
-    for path in ("BUILD", "BUILD.pants", "checks/BUILD", "checks/sub/BUILD", ".gitignore", "checks/.gitattributes",
-                 "checks/sub/deeper/.gitignore"):
+    for path in (
+        "BUILD",
+        "BUILD.pants",
+        "checks/BUILD",
+        "checks/sub/BUILD",
+        ".gitignore",
+        "checks/.gitattributes",
+        "checks/sub/deeper/.gitignore",
+    ):
         assert protected.matches(path), path
     for path in ("src/BUILD", "checks/other/BUILD", "checks/x.py"):
         assert not protected.matches(path), path
@@ -58,9 +65,11 @@ def test_symlinked_oracle_files_and_evidence_are_not_regular(tmp_path: Path) -> 
     os.symlink("../docs/notes/f.json", tmp_path / "observations" / "x.json")
     os.symlink("../docs/notes/f.json", tmp_path / "checks" / "manifest.json")
     reasons = irregular_paths(tmp_path, ["checks/catalog.yaml", "checks/manifest.json"], ["freezes/", "observations"])
-    assert {(r.code, r.path) for r in reasons} == {(Code.PATH_NOT_REGULAR, "freezes"),
-                                                   (Code.PATH_NOT_REGULAR, "observations/x.json"),
-                                                   (Code.PATH_NOT_REGULAR, "checks/manifest.json")}
+    assert {(r.code, r.path) for r in reasons} == {
+        (Code.PATH_NOT_REGULAR, "freezes"),
+        (Code.PATH_NOT_REGULAR, "observations/x.json"),
+        (Code.PATH_NOT_REGULAR, "checks/manifest.json"),
+    }
 
 
 def test_a_symlinked_folder_above_an_oracle_file_is_not_regular(tmp_path: Path) -> None:
@@ -72,8 +81,13 @@ def test_a_symlinked_folder_above_an_oracle_file_is_not_regular(tmp_path: Path) 
 
 
 def test_the_base_pin_keeps_its_generator_and_inputs_protected() -> None:
-    pin = {"schema": 1, "epoch_id": "e1", "generator": "fixtures/gen.py", "generator_sha256": "a" * 64,
-           "inputs": [{"path": "fixtures/in.json", "sha256": "b" * 64}]}
+    pin = {
+        "schema": 1,
+        "epoch_id": "e1",
+        "generator": "fixtures/gen.py",
+        "generator_sha256": "a" * 64,
+        "inputs": [{"path": "fixtures/in.json", "sha256": "b" * 64}],
+    }
     assert pinned_at_base(json.dumps(pin).encode(), "fixtures/EPOCH") == {"fixtures/gen.py", "fixtures/in.json"}
     assert pinned_at_base(None, "fixtures/EPOCH") == set()
     assert pinned_at_base(b"not json", "fixtures/EPOCH") == set()

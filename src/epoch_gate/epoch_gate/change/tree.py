@@ -43,8 +43,13 @@ def _lstat(full: Path) -> os.stat_result | None:
     except (FileNotFoundError, NotADirectoryError):  # deleted, or a folder on its path became a file
         return None
     except OSError as exc:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, from_os(str(full)), f"cannot read the working tree: {exc}",
-                   expected="a readable path", found=type(exc).__name__) from None
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            from_os(str(full)),
+            f"cannot read the working tree: {exc}",
+            expected="a readable path",
+            found=type(exc).__name__,
+        ) from None
 
 
 def _gitlink(full: Path) -> Entry | None:
@@ -59,12 +64,22 @@ def _blob_ids(root: Path, paths: list[str]) -> list[str]:
     if not paths:
         return []
     if any("\n" in p for p in paths):
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "a path with a newline cannot be hashed by git's --stdin-paths",
-                   expected="paths without newlines", found=from_os(next(p for p in paths if "\n" in p)))
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "a path with a newline cannot be hashed by git's --stdin-paths",
+            expected="paths without newlines",
+            found=from_os(next(p for p in paths if "\n" in p)),
+        )
     out = git_text(root, "hash-object", "--stdin-paths", stdin="".join(f"{p}\n" for p in paths)).split()
     if len(out) != len(paths):
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "git hash-object answered for another number of paths",
-                   expected=str(len(paths)), found=str(len(out)))
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "git hash-object answered for another number of paths",
+            expected=str(len(paths)),
+            found=str(len(out)),
+        )
     return out
 
 
@@ -81,8 +96,7 @@ def _tree_id(entries: dict[str, Entry]) -> str:
     items += [(name, ("40000", _tree_id(sub))) for name, sub in children.items()]
     # git orders a tree's entries by name, a subtree's name compared as if it ended in "/".
     items.sort(key=lambda item: os.fsencode(item[0]) + (b"/" if item[1][0] == "40000" else b""))
-    body = b"".join(f"{mode} ".encode() + os.fsencode(name) + b"\0" + bytes.fromhex(oid)
-                    for name, (mode, oid) in items)
+    body = b"".join(f"{mode} ".encode() + os.fsencode(name) + b"\0" + bytes.fromhex(oid) for name, (mode, oid) in items)
     return _object_id("tree", body)
 
 
@@ -94,8 +108,13 @@ def reviewed_tree(root: Path) -> ReviewedTree:
     head = head_commit(root)
     head_tree = git_text(root, "rev-parse", "--verify", "HEAD^{tree}").strip()
     if len(head) != 40:
-        raise fail(Code.CHANGED_SET_UNAVAILABLE, ".", "the reviewed tree needs a SHA-1 repository",
-                   expected="a 40-hex commit id", found=head)
+        raise fail(
+            Code.CHANGED_SET_UNAVAILABLE,
+            ".",
+            "the reviewed tree needs a SHA-1 repository",
+            expected="a 40-hex commit id",
+            found=head,
+        )
     entries: dict[str, Entry] = {}
     for record in git_text(root, "ls-files", "--stage", "-z").split("\0"):
         if record:

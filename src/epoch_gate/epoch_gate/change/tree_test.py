@@ -31,8 +31,9 @@ def written_tree(root: Path) -> str:
     env = {**os.environ, "GIT_INDEX_FILE": str(root / ".git" / "scratch-index")}
     subprocess.run(["git", "-C", str(root), "read-tree", "HEAD"], check=True, env=env)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
-    return subprocess.run(["git", "-C", str(root), "write-tree"], check=True, env=env, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), "write-tree"], check=True, env=env, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_a_clean_tree_is_heads_tree_and_names_the_commit(tmp_path: Path) -> None:
@@ -88,15 +89,18 @@ def test_without_core_filemode_the_index_mode_stands(tmp_path: Path) -> None:
     assert reviewed_tree(tmp_path).tree_id == written_tree(tmp_path)
 
 
-@pytest.mark.parametrize("remote, url", [
-    ("https://github.com/org/repo.git", "https://github.com/org/repo.git"),
-    ("https://x-access-token:SECRET@github.com/org/repo.git", "https://github.com/org/repo.git"),
-    ("https://gitlab-ci-token:SECRET@gitlab.example:8443/g/r.git?q=1#f", "https://gitlab.example:8443/g/r.git"),
-    ("git@github.com:org/repo.git", "ssh://git@github.com/org/repo.git"),
-    ("ssh://git@host:2222/r.git", "ssh://git@host:2222/r.git"),
-    ("ssh://u:SECRET@host/r.git", "ssh://host/r.git"),
-    ("/srv/repo.git", "file:///srv/repo.git"),
-])
+@pytest.mark.parametrize(
+    "remote, url",
+    [
+        ("https://github.com/org/repo.git", "https://github.com/org/repo.git"),
+        ("https://x-access-token:SECRET@github.com/org/repo.git", "https://github.com/org/repo.git"),
+        ("https://gitlab-ci-token:SECRET@gitlab.example:8443/g/r.git?q=1#f", "https://gitlab.example:8443/g/r.git"),
+        ("git@github.com:org/repo.git", "ssh://git@github.com/org/repo.git"),
+        ("ssh://git@host:2222/r.git", "ssh://git@host:2222/r.git"),
+        ("ssh://u:SECRET@host/r.git", "ssh://host/r.git"),
+        ("/srv/repo.git", "file:///srv/repo.git"),
+    ],
+)
 def test_a_remote_becomes_a_url_without_credentials(remote: str, url: str, tmp_path: Path) -> None:
     assert plain_url(remote, tmp_path) == url
 

@@ -69,8 +69,15 @@ _OPTIONAL = {"inputs": list, "predicates": list, "replay": str, "world": str}
 
 def _strings(value: list, path: str, key: str) -> tuple[str, ...]:
     if not all(isinstance(v, str) for v in value):
-        raise EvidenceError(Reason(Code.ARTIFACT_MALFORMED, path, f"`{key}` as a list of paths", "another value",
-                                   "the suites file is malformed"))
+        raise EvidenceError(
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                path,
+                f"`{key}` as a list of paths",
+                "another value",
+                "the suites file is malformed",
+            )
+        )
     return tuple(value)
 
 
@@ -79,21 +86,43 @@ def load_suites(path: Path, display: str) -> list[SuiteSpec]:
     "world"?}, ...]`, addresses unique."""
     raw = strictjson.loads(strictjson.read_bytes(path, display), display)
     if not isinstance(raw, list):
-        raise EvidenceError(Reason(Code.ARTIFACT_MALFORMED, display, "a JSON list of suites", type(raw).__name__,
-                                   "the suites file is malformed"))
+        raise EvidenceError(
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                display,
+                "a JSON list of suites",
+                type(raw).__name__,
+                "the suites file is malformed",
+            )
+        )
     specs = []
     for index, item in enumerate(raw):
         where = f"{display}#{index}"
         entry = strictjson.require_object(item, where, _FIELDS, optional=_OPTIONAL)
-        specs.append(SuiteSpec(entry["address"], entry["pin"], entry["generator"],
-                               _strings(entry.get("inputs", []), where, "inputs"), entry["manifest"],
-                               entry["catalog"], _strings(entry.get("predicates", []), where, "predicates"),
-                               entry.get("replay"), entry.get("world")))
+        specs.append(
+            SuiteSpec(
+                entry["address"],
+                entry["pin"],
+                entry["generator"],
+                _strings(entry.get("inputs", []), where, "inputs"),
+                entry["manifest"],
+                entry["catalog"],
+                _strings(entry.get("predicates", []), where, "predicates"),
+                entry.get("replay"),
+                entry.get("world"),
+            )
+        )
     addresses = [s.address for s in specs]
     if len(set(addresses)) != len(addresses):
-        raise EvidenceError(Reason(Code.ARTIFACT_MALFORMED, display, "unique suite addresses",
-                                   ", ".join(sorted({a for a in addresses if addresses.count(a) > 1}))[:200],
-                                   "two suites share an address"))
+        raise EvidenceError(
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                display,
+                "unique suite addresses",
+                ", ".join(sorted({a for a in addresses if addresses.count(a) > 1}))[:200],
+                "two suites share an address",
+            )
+        )
     return specs
 
 
@@ -128,8 +157,9 @@ def _replay_evidence(reader: _Reader, spec: SuiteSpec) -> tuple[ReplayEvidence, 
     reasons: list[Reason] = []
     if spec.replay:
         summary = reader.optional(f"{spec.replay}/replay.json")  # root / an absolute path is that path
-        observations, reasons = read_folder(reader.root / spec.replay / "observations",
-                                            f"{spec.replay}/observations", MAX_WITNESS_BYTES)
+        observations, reasons = read_folder(
+            reader.root / spec.replay / "observations", f"{spec.replay}/observations", MAX_WITNESS_BYTES
+        )
         files = {f"observations/{k}": v for k, v in observations.items()}
         if summary is not None:
             files["replay.json"] = summary
@@ -143,20 +173,41 @@ def suite_facts(reader: _Reader, spec: SuiteSpec) -> SuiteFacts:
         try:
             world, records = world_sha256(reader.root / spec.world), world_record_counts(reader.root / spec.world)
         except (OSError, EvidenceError) as exc:
-            findings.append(exc.reason if isinstance(exc, EvidenceError) else Reason(
-                Code.ARTIFACT_MISSING, spec.world, "a fixture world", type(exc).__name__,
-                "the fixture world cannot be read"))
-    pin_check = check_pin(pin_path=spec.pin, pin_bytes=reader.optional(spec.pin), generator=spec.generator,
-                          generator_sha256=reader.sha(spec.generator),
-                          inputs={i: reader.sha(i) for i in spec.inputs}, world_sha256=world)
-    manifest_check = check_manifest(manifest_path=spec.manifest, manifest_bytes=reader.optional(spec.manifest),
-                                    catalog_path=spec.catalog, catalog_bytes=reader.optional(spec.catalog))
+            findings.append(
+                exc.reason
+                if isinstance(exc, EvidenceError)
+                else Reason(
+                    Code.ARTIFACT_MISSING,
+                    spec.world,
+                    "a fixture world",
+                    type(exc).__name__,
+                    "the fixture world cannot be read",
+                )
+            )
+    pin_check = check_pin(
+        pin_path=spec.pin,
+        pin_bytes=reader.optional(spec.pin),
+        generator=spec.generator,
+        generator_sha256=reader.sha(spec.generator),
+        inputs={i: reader.sha(i) for i in spec.inputs},
+        world_sha256=world,
+    )
+    manifest_check = check_manifest(
+        manifest_path=spec.manifest,
+        manifest_bytes=reader.optional(spec.manifest),
+        catalog_path=spec.catalog,
+        catalog_bytes=reader.optional(spec.catalog),
+    )
     findings += reader.said_once(pin_check.reasons) + reader.said_once(manifest_check.reasons)
     replay, folder_reasons = _replay_evidence(reader, spec)
     findings += folder_reasons
     pin, manifest = pin_check.pin, manifest_check.manifest
-    identities = Identities(pin.epoch_id if pin else None, pin.generator.sha256 if pin else None,
-                            manifest.manifest_sha256 if manifest else None, world)
+    identities = Identities(
+        pin.epoch_id if pin else None,
+        pin.generator.sha256 if pin else None,
+        manifest.manifest_sha256 if manifest else None,
+        world,
+    )
     expected = None
     if manifest is not None and records is not None:
         expected = Expected(tuple((p.name, p.bound) for p in manifest.properties), records)
@@ -172,8 +223,13 @@ def _change(args: argparse.Namespace, root: Path) -> Change:
     try:
         lines = Path(args.changed_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        unreadable = Reason(Code.CHANGED_SET_UNAVAILABLE, args.changed_file, "a readable UTF-8 list",
-                            type(exc).__name__, "the changed-file list cannot be read")
+        unreadable = Reason(
+            Code.CHANGED_SET_UNAVAILABLE,
+            args.changed_file,
+            "a readable UTF-8 list",
+            type(exc).__name__,
+            "the changed-file list cannot be read",
+        )
         return Change(None, None, None, (unreadable,))
     return Change(None, tuple(ChangedPath(line.strip(), "modified") for line in lines if line.strip()), None, ())
 
@@ -187,8 +243,19 @@ def _suite_specs(args: argparse.Namespace, findings: list[Reason]) -> list[Suite
             return []
     if not args.generator:
         return []  # no suite named: judged as nothing in scope, which closes
-    return [SuiteSpec(args.address, args.pin, args.generator, tuple(args.input), args.manifest, args.catalog,
-                      tuple(args.predicates), args.replay, args.world)]
+    return [
+        SuiteSpec(
+            args.address,
+            args.pin,
+            args.generator,
+            tuple(args.input),
+            args.manifest,
+            args.catalog,
+            tuple(args.predicates),
+            args.replay,
+            args.world,
+        )
+    ]
 
 
 def _output_folder(args: argparse.Namespace, findings: list[Reason]) -> Path:
@@ -199,8 +266,10 @@ def _output_folder(args: argparse.Namespace, findings: list[Reason]) -> Path:
         if unsafe is not None:
             findings.append(unsafe)
             out = Path(tempfile.mkdtemp(prefix="epoch-gate-report-"))
-            print(printable(f"not written to {args.report_dir}: {unsafe.path} is {unsafe.found}; report: {out}"),
-                  file=sys.stderr)
+            print(
+                printable(f"not written to {args.report_dir}: {unsafe.path} is {unsafe.found}; report: {out}"),
+                file=sys.stderr,
+            )
     return out
 
 
@@ -218,18 +287,33 @@ def run_check(args: argparse.Namespace) -> int:
     _, unnamed = reviewed(root, change)  # judged from git: a tree git cannot name is not a tree to pass
     findings += [*change.findings, *unnamed]
     out = _output_folder(args, findings)
-    protected = ProtectedSet(frozenset(path for spec in specs for path in spec.files()),
-                             (f"{args.observations}/", f"{args.freezes}/", *args.protect))
+    protected = ProtectedSet(
+        frozenset(path for spec in specs for path in spec.files()),
+        (f"{args.observations}/", f"{args.freezes}/", *args.protect),
+    )
     judgement = judge(
-        ChangeFacts(mode="local", base=change.base, changed=change.changed,
-                    protected=protected, oracles=tuple(s.oracle for s in specs), archive=tuple(archive),
-                    freezes=tuple(freezes), today=args.today, observations_dir=args.observations,
-                    freezes_dir=args.freezes, out=str(out), findings=tuple(findings)),
+        ChangeFacts(
+            mode="local",
+            base=change.base,
+            changed=change.changed,
+            protected=protected,
+            oracles=tuple(s.oracle for s in specs),
+            archive=tuple(archive),
+            freezes=tuple(freezes),
+            today=args.today,
+            observations_dir=args.observations,
+            freezes_dir=args.freezes,
+            out=str(out),
+            findings=tuple(findings),
+        ),
         suites,
         read_base=(lambda p: read_at(root, change.base, p)) if change.base else None,
-        read_change=change.reader(root), root=root)
-    files = output_files(judgement.report, judgement.witnesses, None,
-                         time=datetime.datetime.now(datetime.timezone.utc), root=root)
+        read_change=change.reader(root),
+        root=root,
+    )
+    files = output_files(
+        judgement.report, judgement.witnesses, None, time=datetime.datetime.now(datetime.timezone.utc), root=root
+    )
     for rel, data in files.items():
         replace_file(out / rel, data)
     print("\n".join(console_lines(judgement.report)))
@@ -238,35 +322,58 @@ def run_check(args: argparse.Namespace) -> int:
 
 def add_arguments(chk: argparse.ArgumentParser, parse_date: Callable[[str], datetime.date]) -> None:
     chk.add_argument("--root", default=".")
-    chk.add_argument("--suites", help="a JSON file listing the suites to judge (see epoch_gate.cli.check."
-                                      "load_suites); instead of the one suite the flags below describe")
-    chk.add_argument("--address", default=DEFAULT_SUITE,
-                     help="the suite's name: the one its replay was run with (`replay --suite`)")
+    chk.add_argument(
+        "--suites",
+        help="a JSON file listing the suites to judge (see epoch_gate.cli.check."
+        "load_suites); instead of the one suite the flags below describe",
+    )
+    chk.add_argument(
+        "--address", default=DEFAULT_SUITE, help="the suite's name: the one its replay was run with (`replay --suite`)"
+    )
     chk.add_argument("--pin", default="fixtures/EPOCH")
     chk.add_argument("--generator", help="the fixture generator (required unless --suites)")
     chk.add_argument("--input", action="append", default=[])
     chk.add_argument("--manifest", default="checks/manifest.json")
     chk.add_argument("--catalog", default="checks/catalog.yaml")
-    chk.add_argument("--predicates", action="append", default=[],
-                     help="a predicates module's file (repeatable): protected, and diffed per predicate")
+    chk.add_argument(
+        "--predicates",
+        action="append",
+        default=[],
+        help="a predicates module's file (repeatable): protected, and diffed per predicate",
+    )
     chk.add_argument("--replay", help="the output folder of `epoch-gate replay`")
-    chk.add_argument("--world", help="the fixture world the replay ran over: its digest must match the pin, and "
-                                     "every record of it must have been evaluated (without it: closed)")
+    chk.add_argument(
+        "--world",
+        help="the fixture world the replay ran over: its digest must match the pin, and "
+        "every record of it must have been evaluated (without it: closed)",
+    )
     chk.add_argument("--observations", default="observations")
     chk.add_argument("--freezes", default="freezes")
     changes = chk.add_mutually_exclusive_group()
-    changes.add_argument("--base", help="git revision to diff against (default: the merge base of HEAD with "
-                                        "the first trusted ref the clone holds)")
+    changes.add_argument(
+        "--base",
+        help="git revision to diff against (default: the merge base of HEAD with "
+        "the first trusted ref the clone holds)",
+    )
     changes.add_argument("--changed-file", help="a file listing changed paths, one per line")
-    changes.add_argument("--candidate",
-                         help="judge git's merge of this revision into the checkout, which must be a clean "
-                              "checkout of a trusted ref, read from git objects (as `pants gate --gate-candidate`); "
-                              "still advisory: the CLI does not build or jail the replay, so it never attests")
-    chk.add_argument("--trusted-ref", action="append", default=[],
-                     help="a ref whose history is reviewed; the base must be reachable from one "
-                          "(repeatable, a full ref name; default refs/remotes/origin/main)")
-    chk.add_argument("--trust-any-base", action="store_true",
-                     help="skip the trusted-base check (only where the base is vouched for otherwise)")
+    changes.add_argument(
+        "--candidate",
+        help="judge git's merge of this revision into the checkout, which must be a clean "
+        "checkout of a trusted ref, read from git objects (as `pants gate --gate-candidate`); "
+        "still advisory: the CLI does not build or jail the replay, so it never attests",
+    )
+    chk.add_argument(
+        "--trusted-ref",
+        action="append",
+        default=[],
+        help="a ref whose history is reviewed; the base must be reachable from one "
+        "(repeatable, a full ref name; default refs/remotes/origin/main)",
+    )
+    chk.add_argument(
+        "--trust-any-base",
+        action="store_true",
+        help="skip the trusted-base check (only where the base is vouched for otherwise)",
+    )
     chk.add_argument("--protect", action="append", default=[], help="a protected glob")
     chk.add_argument("--today", type=parse_date, default=datetime.datetime.now(datetime.timezone.utc).date())
     chk.add_argument("--report-dir", default="dist/gate")

@@ -58,9 +58,14 @@ def cmd_pin(args: argparse.Namespace) -> int:
                 return 1
             shas[rel] = sha
         world = world_sha256(Path(args.world)) if args.world else None
-        pin = mint_pin(epoch_id=args.epoch_id, generator=PinnedFile(args.generator, shas[args.generator]),
-                       inputs={i: shas[i] for i in args.input}, world_sha256=world, existing=existing,
-                       path=args.pin)
+        pin = mint_pin(
+            epoch_id=args.epoch_id,
+            generator=PinnedFile(args.generator, shas[args.generator]),
+            inputs={i: shas[i] for i in args.input},
+            world_sha256=world,
+            existing=existing,
+            path=args.pin,
+        )
     except EvidenceError as error:
         return _print_reason_error(error)
     write_pin(pin, root / args.pin)
@@ -141,8 +146,10 @@ def cmd_held_out_seed(args: argparse.Namespace) -> int:
     seed = held_out.seed(held_out.draw_key(key, args.tree), args.suite, args.epoch_id)
     digest = held_out.seed_sha256(seed)
     if args.expect_sha256 and digest != args.expect_sha256:
-        print(f"refused: the seed's sha256 is {digest}, not {args.expect_sha256}: another key, tree, suite or epoch",
-              file=sys.stderr)
+        print(
+            f"refused: the seed's sha256 is {digest}, not {args.expect_sha256}: another key, tree, suite or epoch",
+            file=sys.stderr,
+        )
         return 1
     print(seed)
     return 0
@@ -199,7 +206,9 @@ def parser() -> argparse.ArgumentParser:
     ann.add_argument("--format", choices=["github", "plain"], default="github")
     ann.set_defaults(run=cmd_annotations)
 
-    held = sub.add_parser("held-out-seed", help="re-derive a suite's held-out seed from the key (the generator's --seed)")
+    held = sub.add_parser(
+        "held-out-seed", help="re-derive a suite's held-out seed from the key (the generator's --seed)"
+    )
     held.add_argument("--tree", required=True, type=_object_id, help="the judged tree (the statement's gitTree)")
     held.add_argument("--suite", required=True, help="the sampled_properties address")
     held.add_argument("--epoch-id", required=True)

@@ -25,8 +25,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "fixtures" / "gen.py").write_text("print('generator')\n")
     (tmp_path / "fixtures" / "base.json").write_text("{}\n")
     (tmp_path / "checks" / "catalog.yaml").write_text(CATALOG)
-    (tmp_path / "cli_preds.py").write_text("def amount_non_negative(r, product):\n    return r['amount'] >= 0\n"
-                                           "def amount_small(r, product):\n    return r['amount'] < 1000\n")
+    (tmp_path / "cli_preds.py").write_text(
+        "def amount_non_negative(r, product):\n    return r['amount'] >= 0\n"
+        "def amount_small(r, product):\n    return r['amount'] < 1000\n"
+    )
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_text('{"amount":1}\n{"amount":5}\n')
@@ -35,12 +37,25 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def check_args(*extra: str) -> list[str]:
-    return ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--replay", "out",
-            "--world", "world", "--changed-file", "changed.txt", "--today", "2026-12-02", *extra]
+    return [
+        "check",
+        "--generator",
+        "fixtures/gen.py",
+        "--input",
+        "fixtures/base.json",
+        "--replay",
+        "out",
+        "--world",
+        "world",
+        "--changed-file",
+        "changed.txt",
+        "--today",
+        "2026-12-02",
+        *extra,
+    ]
 
 
-PIN = ["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json",
-       "--world", "world"]
+PIN = ["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--world", "world"]
 
 
 def all_codes(report: dict) -> set[str]:
@@ -57,8 +72,26 @@ def pinned_sampled_replayed(project: Path) -> None:
     assert main(PIN) == 0
     assert main(["sample", "--catalog", "checks/catalog.yaml", "--seed", "5", "--k", "2"]) == 0
     sys.modules.pop("cli_preds", None)
-    assert main(["replay", "--manifest", "checks/manifest.json", "--world", "world", "--suite", "suite", "--epoch-id", "e1",
-                 "--out", "out", "--oracle-names", "cli_preds"]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                "--manifest",
+                "checks/manifest.json",
+                "--world",
+                "world",
+                "--suite",
+                "suite",
+                "--epoch-id",
+                "e1",
+                "--out",
+                "out",
+                "--oracle-names",
+                "cli_preds",
+            ]
+        )
+        == 0
+    )
     (project / "changed.txt").write_text("src/app.py\n")
 
 
@@ -73,8 +106,7 @@ def test_pin_sample_replay_check(project: Path, capsys: pytest.CaptureFixture[st
 
     (project / "changed.txt").write_text("checks/catalog.yaml\n")
     assert main(check_args()) == 1
-    assert json.loads((project / "dist/gate/report.json").read_text())["reasons"][0]["code"] == \
-        "protected-path-changed"
+    assert json.loads((project / "dist/gate/report.json").read_text())["reasons"][0]["code"] == "protected-path-changed"
 
     (project / "fixtures" / "gen.py").write_text("print('edited')\n")
     (project / "changed.txt").write_text("src/app.py\n")
@@ -134,26 +166,54 @@ def test_check_judges_a_candidate_as_data_and_never_attests(project: Path) -> No
     git(project, "commit", "-qam", "loosen the catalog")
     candidate = git(project, "rev-parse", "HEAD")
     git(project, "checkout", "-q", "master" if "master" in git(project, "branch") else "main")
-    check = ["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--today", "2026-12-02",
-             "--candidate", candidate]
+    check = [
+        "check",
+        "--generator",
+        "fixtures/gen.py",
+        "--input",
+        "fixtures/base.json",
+        "--today",
+        "2026-12-02",
+        "--candidate",
+        candidate,
+    ]
     assert main(check) == 1
     report = reported(project)
     assert report["mode"] == "local" and not (project / "dist/gate/statement.intoto.json").exists()
     assert ("protected-path-changed", "checks/catalog.yaml") in {(r["code"], r["path"]) for r in report["reasons"]}
     (project / "fixtures" / "gen.py").write_text("print('the judge is dirty')\n")
     assert main(check) == 1
-    assert "base-untrusted" in all_codes(reported(project)) or "changed-set-unavailable" in all_codes(
-        reported(project))
+    assert "base-untrusted" in all_codes(reported(project)) or "changed-set-unavailable" in all_codes(reported(project))
 
 
 def test_check_judges_several_suites_from_a_suites_file(project: Path) -> None:
     pinned_sampled_replayed(project)
-    (project / "suites.json").write_text(json.dumps([
-        {"address": "suite", "pin": "fixtures/EPOCH", "generator": "fixtures/gen.py", "inputs": ["fixtures/base.json"],
-         "manifest": "checks/manifest.json", "catalog": "checks/catalog.yaml", "replay": "out", "world": "world"},
-        {"address": "other", "pin": "fixtures/EPOCH", "generator": "fixtures/gen.py", "inputs": ["fixtures/base.json"],
-         "manifest": "checks/manifest.json", "catalog": "checks/catalog.yaml", "replay": "out", "world": "world"},
-    ]))
+    (project / "suites.json").write_text(
+        json.dumps(
+            [
+                {
+                    "address": "suite",
+                    "pin": "fixtures/EPOCH",
+                    "generator": "fixtures/gen.py",
+                    "inputs": ["fixtures/base.json"],
+                    "manifest": "checks/manifest.json",
+                    "catalog": "checks/catalog.yaml",
+                    "replay": "out",
+                    "world": "world",
+                },
+                {
+                    "address": "other",
+                    "pin": "fixtures/EPOCH",
+                    "generator": "fixtures/gen.py",
+                    "inputs": ["fixtures/base.json"],
+                    "manifest": "checks/manifest.json",
+                    "catalog": "checks/catalog.yaml",
+                    "replay": "out",
+                    "world": "world",
+                },
+            ]
+        )
+    )
     args = ["check", "--suites", "suites.json", "--changed-file", "changed.txt", "--today", "2026-12-02"]
     assert main(args) == 1
     report = reported(project)
@@ -191,16 +251,29 @@ def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
     make_repo(project)
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
     (project / "odd\nname.txt").write_text("a path `git hash-object --stdin-paths` cannot take\n")
-    main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
-          "--trust-any-base", "--today", "2026-12-02"])
+    main(
+        [
+            "check",
+            "--generator",
+            "fixtures/gen.py",
+            "--input",
+            "fixtures/base.json",
+            "--base",
+            "HEAD",
+            "--trust-any-base",
+            "--today",
+            "2026-12-02",
+        ]
+    )
     report = reported(project)
     assert report["verdict"] == "closed"
     assert any(r["code"] == "changed-set-unavailable" and "newline" in r["message"] for r in report["reasons"])
     assert not (project / "dist/gate/statement.intoto.json").exists()
 
 
-def test_a_committed_dist_file_and_hostile_names_end_in_a_report(project: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_committed_dist_file_and_hostile_names_end_in_a_report(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from epoch_gate.change.tree_test import git, make_repo
 
     make_repo(project)
@@ -213,8 +286,23 @@ def test_a_committed_dist_file_and_hostile_names_end_in_a_report(project: Path,
         handle.write(b"{}\n")
     (project / "freezes" / "a\n::stop-commands::x\x1b\u2028.json").write_text("{}\n")
     capsys.readouterr()
-    assert main(["check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json", "--base", "HEAD",
-                 "--trust-any-base", "--today", "2026-12-02"]) == 1
+    assert (
+        main(
+            [
+                "check",
+                "--generator",
+                "fixtures/gen.py",
+                "--input",
+                "fixtures/base.json",
+                "--base",
+                "HEAD",
+                "--trust-any-base",
+                "--today",
+                "2026-12-02",
+            ]
+        )
+        == 1
+    )
     printed = capsys.readouterr()
     assert not any(line.startswith("::") for line in printed.out.splitlines())
     out = Path(printed.err.split("; report: ")[1].split("\n")[0])
@@ -227,8 +315,9 @@ def test_a_committed_dist_file_and_hostile_names_end_in_a_report(project: Path,
     assert (project / "dist").read_text().startswith("a regular file")
 
 
-def test_held_out_seed_is_re_derived_from_the_key(monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_held_out_seed_is_re_derived_from_the_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from epoch_gate.evidence import held_out
 
     args = ["held-out-seed", "--tree", "ab" * 20, "--suite", "checks:orders", "--epoch-id", "orders-1"]

@@ -51,8 +51,13 @@ def create_file(path: Path, data: bytes) -> bool:
     except FileExistsError:
         if not path.is_symlink() and path.is_file() and path.read_bytes() == data:
             return False
-        raise fail(Code.OBSERVATION_CONFLICT, str(path), "refusing to overwrite existing evidence",
-                   expected="absent or identical bytes", found="different bytes") from None
+        raise fail(
+            Code.OBSERVATION_CONFLICT,
+            str(path),
+            "refusing to overwrite existing evidence",
+            expected="absent or identical bytes",
+            found="different bytes",
+        ) from None
     finally:
         os.unlink(tmp)
     _fsync_dir(path.parent)

@@ -41,31 +41,57 @@ class Catalog:
 
 def property_from_json(raw: object, path: str) -> Property:
     if not isinstance(raw, dict):
-        raise fail(Code.ARTIFACT_MALFORMED, path, "a property must be a mapping",
-                   expected="mapping", found=type(raw).__name__)
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "a property must be a mapping", expected="mapping", found=type(raw).__name__
+        )
     fields = {"name", "bound", "predicate", "description"}
     if "probe" in raw:
-        raise fail(Code.ARTIFACT_MALFORMED, path, (
-            f"property {str(raw.get('name'))[:64]} has a probe: a predicate now drives the product itself, "
-            "`predicate(record, product)` calling `product.<module>.<function>(...)`; fold the probe's calls "
-            "into the predicate and delete the field (docs/adopting.md)"), expected=", ".join(sorted(fields)),
-            found="probe")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            (
+                f"property {str(raw.get('name'))[:64]} has a probe: a predicate now drives the product itself, "
+                "`predicate(record, product)` calling `product.<module>.<function>(...)`; fold the probe's calls "
+                "into the predicate and delete the field (docs/adopting.md)"
+            ),
+            expected=", ".join(sorted(fields)),
+            found="probe",
+        )
     if set(raw) != fields:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "a property has exactly name, bound, predicate, description",
-                   expected=", ".join(sorted(fields)), found=", ".join(sorted(map(str, raw))))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "a property has exactly name, bound, predicate, description",
+            expected=", ".join(sorted(fields)),
+            found=", ".join(sorted(map(str, raw))),
+        )
     for key in sorted(set(raw)):
         if not isinstance(raw[key], str):
-            raise fail(Code.ARTIFACT_MALFORMED, path, f"property field {key!r} must be a string",
-                       expected="string", found=type(raw[key]).__name__)
+            raise fail(
+                Code.ARTIFACT_MALFORMED,
+                path,
+                f"property field {key!r} must be a string",
+                expected="string",
+                found=type(raw[key]).__name__,
+            )
     for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", PREDICATE)):
         if not pattern.match(raw[key]):
-            raise fail(Code.ARTIFACT_MALFORMED, path, f"property {key} is not valid",
-                       expected=pattern.pattern, found=raw[key][:80])
+            raise fail(
+                Code.ARTIFACT_MALFORMED,
+                path,
+                f"property {key} is not valid",
+                expected=pattern.pattern,
+                found=raw[key][:80],
+            )
     if not raw["description"].strip():
-        raise fail(Code.ARTIFACT_MALFORMED, path, f"property {raw['name']} has an empty description",
-                   expected="a description", found="empty")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            f"property {raw['name']} has an empty description",
+            expected="a description",
+            found="empty",
+        )
     return Property(raw["name"], raw["bound"], raw["predicate"], raw["description"])
-
 
 
 def _load_yaml(data: bytes, path: str) -> object:
@@ -81,18 +107,27 @@ def _load_yaml(data: bytes, path: str) -> object:
             # catalog is plain data and needs none.
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise fail(Code.ARTIFACT_MALFORMED, path,
-                           f"catalog uses a YAML alias (*{event.anchor}, line {event.start_mark.line + 1}): "
-                           "a catalog is plain data", expected="no aliases", found=f"*{event.anchor}"[:80])
+                raise fail(
+                    Code.ARTIFACT_MALFORMED,
+                    path,
+                    f"catalog uses a YAML alias (*{event.anchor}, line {event.start_mark.line + 1}): "
+                    "a catalog is plain data",
+                    expected="no aliases",
+                    found=f"*{event.anchor}"[:80],
+                )
             if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
                 return super().compose_node(parent, index)
             if self.depth >= MAX_DEPTH:
                 # The first collection too deep: measuring the rest of a hostile file only costs time.
                 mark = self.peek_event().start_mark
-                raise fail(Code.ARTIFACT_MALFORMED, path,
-                           f"catalog nests collections deeper than {MAX_DEPTH} levels "
-                           f"(line {mark.line + 1}, column {mark.column + 1})",
-                           expected=f"nesting depth <= {MAX_DEPTH}", found=f"depth > {MAX_DEPTH}")
+                raise fail(
+                    Code.ARTIFACT_MALFORMED,
+                    path,
+                    f"catalog nests collections deeper than {MAX_DEPTH} levels "
+                    f"(line {mark.line + 1}, column {mark.column + 1})",
+                    expected=f"nesting depth <= {MAX_DEPTH}",
+                    found=f"depth > {MAX_DEPTH}",
+                )
             self.depth += 1
             try:
                 return super().compose_node(parent, index)
@@ -104,8 +139,7 @@ def _load_yaml(data: bytes, path: str) -> object:
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node)
             if key in result:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}",
-                                                        key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             result[key] = loader.construct_object(value_node, deep=True)
         return result
 
@@ -113,32 +147,57 @@ def _load_yaml(data: bytes, path: str) -> object:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "catalog is not UTF-8", expected="UTF-8",
-                   found="invalid bytes") from None
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "catalog is not UTF-8", expected="UTF-8", found="invalid bytes"
+        ) from None
     try:
         return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
-        raise fail(Code.ARTIFACT_MALFORMED, path, f"catalog is not valid YAML: {exc}".splitlines()[0],
-                   expected="YAML", found=type(exc).__name__) from None
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            f"catalog is not valid YAML: {exc}".splitlines()[0],
+            expected="YAML",
+            found=type(exc).__name__,
+        ) from None
 
 
 def parse_catalog(data: bytes, path: str) -> Catalog:
     if len(data) > MAX_BYTES:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "catalog is larger than the size cap",
-                   expected=f"<= {MAX_BYTES} bytes", found=f"{len(data)} bytes")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "catalog is larger than the size cap",
+            expected=f"<= {MAX_BYTES} bytes",
+            found=f"{len(data)} bytes",
+        )
     raw = _load_yaml(data, path)
     if not isinstance(raw, dict) or set(raw) != {"properties"} or not isinstance(raw["properties"], list):
-        raise fail(Code.ARTIFACT_MALFORMED, path, "catalog must be a mapping with one key, properties (a list)",
-                   expected="{properties: [...]}", found=type(raw).__name__)
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "catalog must be a mapping with one key, properties (a list)",
+            expected="{properties: [...]}",
+            found=type(raw).__name__,
+        )
     if not raw["properties"]:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "catalog is empty: it can judge nothing",
-                   expected="at least one property", found="none")
-    properties = tuple(property_from_json(item, f"{path}#properties[{i}]")
-                       for i, item in enumerate(raw["properties"]))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "catalog is empty: it can judge nothing",
+            expected="at least one property",
+            found="none",
+        )
+    properties = tuple(property_from_json(item, f"{path}#properties[{i}]") for i, item in enumerate(raw["properties"]))
     seen: set[str] = set()
     for prop in properties:
         if prop.name in seen:
-            raise fail(Code.CATALOG_DUPLICATE, path, f"property {prop.name} is declared twice",
-                       expected="unique names", found=prop.name)
+            raise fail(
+                Code.CATALOG_DUPLICATE,
+                path,
+                f"property {prop.name} is declared twice",
+                expected="unique names",
+                found=prop.name,
+            )
         seen.add(prop.name)
     return Catalog(properties)

@@ -12,7 +12,8 @@ from epoch_gate.evidence.catalog import _load_yaml, parse_catalog
 from epoch_gate.reasons import Code, EvidenceError
 
 CATALOG = "properties:\n" + "".join(
-    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(3))
+    f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(3)
+)
 MAX_DEPTH = 64  # catalog.MAX_DEPTH: a catalog nests 3 deep; PyYAML recurses a few frames per level
 
 
@@ -55,8 +56,9 @@ def test_nesting_up_to_the_limit_is_read_and_one_more_is_refused() -> None:
 def test_over_deep_nesting_is_malformed(tail: str) -> None:
     error = malformed((CATALOG + tail).encode())
     assert error.reason.expected == f"nesting depth <= {MAX_DEPTH}"
-    assert re.fullmatch(r"catalog nests collections deeper than 64 levels \(line \d+, column \d+\)",
-                        error.reason.message)
+    assert re.fullmatch(
+        r"catalog nests collections deeper than 64 levels \(line \d+, column \d+\)", error.reason.message
+    )
 
 
 def test_aliases_are_refused_they_nest_without_nesting_in_the_text() -> None:
@@ -69,7 +71,8 @@ def test_aliases_are_refused_they_nest_without_nesting_in_the_text() -> None:
 def test_issue_catalog_inside_pants_like_limits_is_malformed_not_a_crash() -> None:
     # The issue's file, where Pants ran it: recursion limit 10,000 on a 2 MiB rule thread. Before the
     # depth bound the composer recursed ~2,700 levels and the process died with SIGSEGV.
-    code = textwrap.dedent("""
+    code = textwrap.dedent(
+        """
         import sys, threading
         from epoch_gate.evidence.catalog import parse_catalog
         from epoch_gate.reasons import EvidenceError
@@ -86,7 +89,8 @@ def test_issue_catalog_inside_pants_like_limits_is_malformed_not_a_crash() -> No
         thread = threading.Thread(target=run)
         thread.start()
         thread.join()
-    """)
+    """
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     data = (CATALOG + "deep: " + "[" * 5000 + "]" * 5000 + "\n").encode()
     done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, env=env, timeout=120)
@@ -101,5 +105,9 @@ def test_a_probe_says_how_to_migrate() -> None:
         parse_catalog(text.encode(), "c.yaml")
     reason = raised.value.reason
     assert (reason.code, reason.path, reason.expected, reason.found) == (
-        Code.ARTIFACT_MALFORMED, "c.yaml#properties[3]", "bound, description, name, predicate", "probe")
+        Code.ARTIFACT_MALFORMED,
+        "c.yaml#properties[3]",
+        "bound, description, name, predicate",
+        "probe",
+    )
     assert reason.message.startswith("property q has a probe: a predicate now drives the product itself")

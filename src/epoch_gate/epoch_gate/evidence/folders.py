@@ -24,8 +24,15 @@ def read_file(root: Path, path: str) -> Optional[bytes]:
 def read_folder(folder: Path, display: str, cap: int) -> tuple[dict[str, bytes], list[Reason]]:
     """A missing folder is empty (no archive yet); a symlinked folder or entry is a reason."""
     if folder.is_symlink():
-        return {}, [Reason(Code.ARTIFACT_MALFORMED, display, "a regular folder", "a symlink",
-                           "an evidence folder must not be a symlink")]
+        return {}, [
+            Reason(
+                Code.ARTIFACT_MALFORMED,
+                display,
+                "a regular folder",
+                "a symlink",
+                "an evidence folder must not be a symlink",
+            )
+        ]
     if not folder.is_dir():
         return {}, []
     files: dict[str, bytes] = {}
@@ -37,14 +44,22 @@ def read_folder(folder: Path, display: str, cap: int) -> tuple[dict[str, bytes],
             continue
         shown = f"{display}/{entry}"
         if entry != raw and shown_names.count(entry) > 1:
-            reasons.append(Reason(Code.ARTIFACT_MALFORMED, shown, "one file per name", "two files",
-                                  "a name that is not UTF-8 reads the same as another file's name"))
+            reasons.append(
+                Reason(
+                    Code.ARTIFACT_MALFORMED,
+                    shown,
+                    "one file per name",
+                    "two files",
+                    "a name that is not UTF-8 reads the same as another file's name",
+                )
+            )
             continue
         mode = os.lstat(folder / raw).st_mode
         if not stat.S_ISREG(mode):
             kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-            reasons.append(Reason(Code.ARTIFACT_MALFORMED, shown, "a regular file", kind,
-                                  "evidence must be a regular file"))
+            reasons.append(
+                Reason(Code.ARTIFACT_MALFORMED, shown, "a regular file", kind, "evidence must be a regular file")
+            )
             continue
         try:
             files[entry] = strictjson.read_bytes(folder / raw, shown, max_bytes=cap)
@@ -62,8 +77,13 @@ def output_folder_problem(root: Path, folder: str) -> Optional[Reason]:
     """
     relative = PurePosixPath(folder)
     if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-        return Reason(Code.OUTPUT_FOLDER_UNSAFE, from_os(folder), "a folder inside the build root",
-                      from_os(folder), "the report's folder is not inside the build root")
+        return Reason(
+            Code.OUTPUT_FOLDER_UNSAFE,
+            from_os(folder),
+            "a folder inside the build root",
+            from_os(folder),
+            "the report's folder is not inside the build root",
+        )
     here = root
     for depth, part in enumerate(relative.parts, start=1):
         here = here / part
@@ -73,12 +93,22 @@ def output_folder_problem(root: Path, folder: str) -> Optional[Reason]:
         except FileNotFoundError:
             return None  # written fresh from here on
         except OSError as exc:
-            return Reason(Code.OUTPUT_FOLDER_UNSAFE, shown, "a folder or nothing", type(exc).__name__,
-                          f"the report's folder cannot be inspected: {exc.strerror}")
+            return Reason(
+                Code.OUTPUT_FOLDER_UNSAFE,
+                shown,
+                "a folder or nothing",
+                type(exc).__name__,
+                f"the report's folder cannot be inspected: {exc.strerror}",
+            )
         if not stat.S_ISDIR(mode):
             kind = "a symlink" if stat.S_ISLNK(mode) else "a file" if stat.S_ISREG(mode) else "not a folder"
-            return Reason(Code.OUTPUT_FOLDER_UNSAFE, shown, "a folder or nothing", kind,
-                          f"the gate writes its report under {from_os(folder)}, and {shown} is {kind}")
+            return Reason(
+                Code.OUTPUT_FOLDER_UNSAFE,
+                shown,
+                "a folder or nothing",
+                kind,
+                f"the gate writes its report under {from_os(folder)}, and {shown} is {kind}",
+            )
     return None
 
 

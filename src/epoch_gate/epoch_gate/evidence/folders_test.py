@@ -26,8 +26,7 @@ def test_a_committed_dist_file_closes_and_the_report_goes_to_the_fallback(tmp_pa
     assert reasons[0].code.severity is Severity.CLOSED
 
 
-@pytest.mark.parametrize("link, target", [("dist", "."), ("dist", "src"), ("dist/gate", "../src"),
-                                          ("dist", "/tmp")])
+@pytest.mark.parametrize("link, target", [("dist", "."), ("dist", "src"), ("dist/gate", "../src"), ("dist", "/tmp")])
 def test_a_symlink_on_the_way_is_refused_not_followed(tmp_path: Path, link: str, target: str) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / link).parent.mkdir(parents=True, exist_ok=True)

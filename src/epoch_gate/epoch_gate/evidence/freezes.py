@@ -28,8 +28,13 @@ class Freeze:
     reason: str
 
     def to_json(self) -> dict[str, str]:
-        return {"observation_id": self.observation_id, "suite": self.suite, "epoch_id": self.epoch_id,
-                "expires_on": self.expires_on.isoformat(), "reason": self.reason}
+        return {
+            "observation_id": self.observation_id,
+            "suite": self.suite,
+            "epoch_id": self.epoch_id,
+            "expires_on": self.expires_on.isoformat(),
+            "reason": self.reason,
+        }
 
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json()) + b"\n"
@@ -41,34 +46,52 @@ class Freeze:
 
 def parse_date(value: str, path: str) -> datetime.date:
     if not ISO_DATE.match(value):
-        raise fail(Code.ARTIFACT_MALFORMED, path, "expires_on must be an ISO date",
-                   expected="YYYY-MM-DD", found=value[:80])
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "expires_on must be an ISO date", expected="YYYY-MM-DD", found=value[:80]
+        )
     try:
         return datetime.date.fromisoformat(value)
     except ValueError:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "expires_on is not a real date",
-                   expected="YYYY-MM-DD", found=value) from None
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "expires_on is not a real date", expected="YYYY-MM-DD", found=value
+        ) from None
 
 
 def parse_freeze(data: bytes, path: str) -> Freeze:
     raw = strictjson.loads(data, path)
     if isinstance(raw, dict) and ("test" in raw or "test_name" in raw):
         cited = str(raw.get("test", raw.get("test_name")))[:80]
-        raise fail(Code.FREEZE_CITES_TEST, path, "a freeze must cite an observation id, not a test name",
-                   expected="observation_id", found=cited)
-    raw = strictjson.require_object(raw, path, {"observation_id": str, "suite": str, "epoch_id": str,
-                                                "expires_on": str, "reason": str})
+        raise fail(
+            Code.FREEZE_CITES_TEST,
+            path,
+            "a freeze must cite an observation id, not a test name",
+            expected="observation_id",
+            found=cited,
+        )
+    raw = strictjson.require_object(
+        raw, path, {"observation_id": str, "suite": str, "epoch_id": str, "expires_on": str, "reason": str}
+    )
     if not OBSERVATION_ID.match(raw["observation_id"]):
-        raise fail(Code.FREEZE_CITES_TEST, path,
-                   "a freeze must cite an observation id (<property>-<24 hex>), not a test name",
-                   expected=OBSERVATION_ID.pattern, found=raw["observation_id"][:80])
+        raise fail(
+            Code.FREEZE_CITES_TEST,
+            path,
+            "a freeze must cite an observation id (<property>-<24 hex>), not a test name",
+            expected=OBSERVATION_ID.pattern,
+            found=raw["observation_id"][:80],
+        )
     if not raw["reason"].strip():
         raise fail(Code.ARTIFACT_MALFORMED, path, "a freeze must say why", expected="a reason", found="empty")
     if not raw["suite"].strip():
-        raise fail(Code.ARTIFACT_MALFORMED, path, "a freeze must name its suite",
-                   expected="the address of a sampled_properties target", found="empty")
-    return Freeze(path, raw["observation_id"], raw["suite"], raw["epoch_id"], parse_date(raw["expires_on"], path),
-                  raw["reason"])
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "a freeze must name its suite",
+            expected="the address of a sampled_properties target",
+            found="empty",
+        )
+    return Freeze(
+        path, raw["observation_id"], raw["suite"], raw["epoch_id"], parse_date(raw["expires_on"], path), raw["reason"]
+    )
 
 
 def parse_freeze_files(files: Mapping[str, bytes], display: str) -> tuple[list[Freeze], list[Reason]]:
@@ -79,8 +102,9 @@ def parse_freeze_files(files: Mapping[str, bytes], display: str) -> tuple[list[F
         if entry.startswith("."):
             continue
         if not FREEZE_FILE.match(entry):
-            reasons.append(Reason(Code.ARTIFACT_MALFORMED, shown, "<name>.json", entry,
-                                  "unexpected file in the freezes folder"))
+            reasons.append(
+                Reason(Code.ARTIFACT_MALFORMED, shown, "<name>.json", entry, "unexpected file in the freezes folder")
+            )
             continue
         try:
             freezes.append(parse_freeze(files[entry], shown))

@@ -30,9 +30,7 @@ def sha256_file(path: str | Path) -> str:
 
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, `(",", ":")` separators, UTF-8 (not ASCII-escaped), no NaN or Infinity."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def canonical_sha256(value: Any) -> str:

@@ -32,8 +32,11 @@ class Key:
     file: Optional[str] = None  # or a file that does, when set
 
     def source(self) -> str:
-        return f"the file {self.file} ([gate].held_out_key_file)" if self.file else \
-            f"${self.env} ([gate].held_out_key_env)"
+        return (
+            f"the file {self.file} ([gate].held_out_key_file)"
+            if self.file
+            else f"${self.env} ([gate].held_out_key_env)"
+        )
 
 
 def load_key(key: Key, environ: Mapping[str, str]) -> tuple[Optional[bytes], Optional[Reason]]:
@@ -43,16 +46,26 @@ def load_key(key: Key, environ: Mapping[str, str]) -> tuple[Optional[bytes], Opt
         try:
             data = Path(key.file).read_bytes().strip()
         except OSError as error:
-            return None, Reason(Code.HELD_OUT_UNAVAILABLE, key.file, "a readable key file", type(error).__name__,
-                                "the held-out key file named by [gate].held_out_key_file cannot be read")
+            return None, Reason(
+                Code.HELD_OUT_UNAVAILABLE,
+                key.file,
+                "a readable key file",
+                type(error).__name__,
+                "the held-out key file named by [gate].held_out_key_file cannot be read",
+            )
     else:
         data = os.fsencode(environ.get(key.env, "")).strip()
         if not data:
             return None, None
     if len(data) < MIN_KEY_BYTES:
-        return None, Reason(Code.HELD_OUT_UNAVAILABLE, key.file or f"${key.env}", f"at least {MIN_KEY_BYTES} bytes",
-                            f"{len(data)} bytes", "the held-out key is too short to keep its draws unpredictable: "
-                            "use 32 random bytes (`openssl rand -hex 32`)")
+        return None, Reason(
+            Code.HELD_OUT_UNAVAILABLE,
+            key.file or f"${key.env}",
+            f"at least {MIN_KEY_BYTES} bytes",
+            f"{len(data)} bytes",
+            "the held-out key is too short to keep its draws unpredictable: "
+            "use 32 random bytes (`openssl rand -hex 32`)",
+        )
     return data, None
 
 
@@ -87,15 +100,21 @@ class HeldOut:
     def to_json(self) -> dict[str, object]:
         if not self.drawn:
             return {"drawn": False, "why": self.why}
-        return {"drawn": True, "seed_sha256": self.seed_sha256, "world_sha256": self.world_sha256,
-                "records": dict(self.records), "cached": self.cached}
+        return {
+            "drawn": True,
+            "seed_sha256": self.seed_sha256,
+            "world_sha256": self.world_sha256,
+            "records": dict(self.records),
+            "cached": self.cached,
+        }
 
     def line(self) -> str:
         if not self.drawn:
             return f"held-out draws did not run: {self.why}"
         counts = ", ".join(f"{n} {bound}" for bound, n in self.records)
-        return (f"held-out world {str(self.world_sha256)[:12]} from seed {str(self.seed_sha256)[:12]}"
-                + (f" ({counts})" if counts else ""))
+        return f"held-out world {str(self.world_sha256)[:12]} from seed {str(self.seed_sha256)[:12]}" + (
+            f" ({counts})" if counts else ""
+        )
 
 
 def no_key(env: str) -> str:

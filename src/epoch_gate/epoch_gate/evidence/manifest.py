@@ -69,29 +69,47 @@ def sample(catalog: Catalog, seed: int, k: int) -> Manifest:
 
 def parse_manifest(data: bytes, path: str) -> Manifest:
     raw = strictjson.require_object(
-        strictjson.loads(data, path), path,
+        strictjson.loads(data, path),
+        path,
         {"schema": int, "algorithm": str, "k": int, "seed": int, "properties": list, "manifest_sha256": str},
     )
     if raw["schema"] != SCHEMA:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "unsupported manifest schema",
-                   expected=str(SCHEMA), found=str(raw["schema"]))
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "unsupported manifest schema", expected=str(SCHEMA), found=str(raw["schema"])
+        )
     if raw["algorithm"] != ALGORITHM:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "unknown sampling algorithm",
-                   expected=ALGORITHM, found=raw["algorithm"][:80])
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "unknown sampling algorithm", expected=ALGORITHM, found=raw["algorithm"][:80]
+        )
     if not 0 <= raw["seed"] <= MAX_SEED:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "seed out of range",
-                   expected=f"0..{MAX_SEED}", found=str(raw["seed"])[:80])
+        raise fail(
+            Code.ARTIFACT_MALFORMED, path, "seed out of range", expected=f"0..{MAX_SEED}", found=str(raw["seed"])[:80]
+        )
     if not raw["properties"]:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "manifest samples no property: it would judge nothing",
-                   expected="at least one property", found="none")
-    properties = tuple(property_from_json(item, f"{path}#properties[{i}]")
-                       for i, item in enumerate(raw["properties"]))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "manifest samples no property: it would judge nothing",
+            expected="at least one property",
+            found="none",
+        )
+    properties = tuple(property_from_json(item, f"{path}#properties[{i}]") for i, item in enumerate(raw["properties"]))
     if raw["k"] != len(properties):
-        raise fail(Code.ARTIFACT_MALFORMED, path, "k does not match the number of properties",
-                   expected=str(len(properties)), found=str(raw["k"]))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "k does not match the number of properties",
+            expected=str(len(properties)),
+            found=str(raw["k"]),
+        )
     if len({p.name for p in properties}) != len(properties):
-        raise fail(Code.ARTIFACT_MALFORMED, path, "a property is sampled twice",
-                   expected="unique names", found=", ".join(p.name for p in properties))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "a property is sampled twice",
+            expected="unique names",
+            found=", ".join(p.name for p in properties),
+        )
     return Manifest(raw["seed"], raw["k"], raw["algorithm"], properties, raw["manifest_sha256"])
 
 
@@ -104,33 +122,64 @@ def verify_manifest(manifest: Manifest, catalog: Catalog, path: str) -> list[Rea
     reasons: list[Reason] = []
     digest = canonical_sha256(manifest.body())
     if digest != manifest.manifest_sha256:
-        reasons.append(Reason(Code.MANIFEST_DIGEST_MISMATCH, path, expected=digest,
-                              found=manifest.manifest_sha256,
-                              message="manifest_sha256 is not the digest of {seed, properties}"))
+        reasons.append(
+            Reason(
+                Code.MANIFEST_DIGEST_MISMATCH,
+                path,
+                expected=digest,
+                found=manifest.manifest_sha256,
+                message="manifest_sha256 is not the digest of {seed, properties}",
+            )
+        )
     known = catalog.by_name()
     for prop in manifest.properties:
         if prop.name not in known:
-            reasons.append(Reason(Code.PROPERTY_NOT_IN_CATALOG, path, expected="a catalog property",
-                                  found=prop.name, message=f"sampled property {prop.name} is not in the catalog"))
+            reasons.append(
+                Reason(
+                    Code.PROPERTY_NOT_IN_CATALOG,
+                    path,
+                    expected="a catalog property",
+                    found=prop.name,
+                    message=f"sampled property {prop.name} is not in the catalog",
+                )
+            )
         elif known[prop.name] != prop:
-            differs = [f for f in ("bound", "predicate", "description")
-                       if getattr(prop, f) != getattr(known[prop.name], f)]
-            reasons.append(Reason(
-                Code.PROPERTY_DIFFERS_FROM_CATALOG, path,
-                expected="; ".join(f"{f}={getattr(known[prop.name], f)}" for f in differs),
-                found="; ".join(f"{f}={getattr(prop, f)}" for f in differs),
-                message=f"sampled property {prop.name} differs from the catalog"))
+            differs = [
+                f for f in ("bound", "predicate", "description") if getattr(prop, f) != getattr(known[prop.name], f)
+            ]
+            reasons.append(
+                Reason(
+                    Code.PROPERTY_DIFFERS_FROM_CATALOG,
+                    path,
+                    expected="; ".join(f"{f}={getattr(known[prop.name], f)}" for f in differs),
+                    found="; ".join(f"{f}={getattr(prop, f)}" for f in differs),
+                    message=f"sampled property {prop.name} differs from the catalog",
+                )
+            )
     if 1 <= manifest.k <= len(catalog.properties):
         expected = tuple(p.name for p in draw(catalog, manifest.seed, manifest.k))
         found = tuple(p.name for p in manifest.properties)
         if expected != found:
-            reasons.append(Reason(Code.MANIFEST_NOT_DRAW, path, expected=",".join(expected),
-                                  found=",".join(found),
-                                  message=f"these are not the {manifest.k} properties seed {manifest.seed} "
-                                          f"draws from the catalog ({ALGORITHM})"))
+            reasons.append(
+                Reason(
+                    Code.MANIFEST_NOT_DRAW,
+                    path,
+                    expected=",".join(expected),
+                    found=",".join(found),
+                    message=f"these are not the {manifest.k} properties seed {manifest.seed} "
+                    f"draws from the catalog ({ALGORITHM})",
+                )
+            )
     else:
-        reasons.append(Reason(Code.MANIFEST_NOT_DRAW, path, expected=f"k in 1..{len(catalog.properties)}",
-                              found=str(manifest.k), message="k cannot be drawn from this catalog"))
+        reasons.append(
+            Reason(
+                Code.MANIFEST_NOT_DRAW,
+                path,
+                expected=f"k in 1..{len(catalog.properties)}",
+                found=str(manifest.k),
+                message="k cannot be drawn from this catalog",
+            )
+        )
     return reasons
 
 

@@ -36,8 +36,9 @@ def test_sample_round_trips_and_verifies() -> None:
     manifest = sample(catalog(), 42, 4)
     parsed = parse_manifest(manifest.to_bytes(), "manifest.json")
     assert parsed == manifest
-    assert manifest.manifest_sha256 == canonical_sha256({"seed": 42, "properties": [p.to_json() for p in
-                                                                                    manifest.properties]})
+    assert manifest.manifest_sha256 == canonical_sha256(
+        {"seed": 42, "properties": [p.to_json() for p in manifest.properties]}
+    )
     assert verify_manifest(parsed, catalog(), "manifest.json") == []
 
 
@@ -108,10 +109,16 @@ def test_parse_refuses_malformed(mutate: object, fragment: str) -> None:
         ("[]\n", Code.ARTIFACT_MALFORMED, "mapping"),
         (CATALOG_YAML + CATALOG_YAML.split("\n", 1)[1].split("  - name: p01")[0], Code.CATALOG_DUPLICATE, "twice"),
         ("properties:\n  - name: x\n    name: y\n", Code.ARTIFACT_MALFORMED, "duplicate key"),
-        ("properties:\n  - name: X\n    bound: b\n    predicate: m:f\n    description: d\n",
-         Code.ARTIFACT_MALFORMED, "name"),
-        ("properties:\n  - name: x\n    bound: b\n    predicate: not-a-spec\n    description: d\n",
-         Code.ARTIFACT_MALFORMED, "predicate"),
+        (
+            "properties:\n  - name: X\n    bound: b\n    predicate: m:f\n    description: d\n",
+            Code.ARTIFACT_MALFORMED,
+            "name",
+        ),
+        (
+            "properties:\n  - name: x\n    bound: b\n    predicate: not-a-spec\n    description: d\n",
+            Code.ARTIFACT_MALFORMED,
+            "predicate",
+        ),
         ("properties: [\n", Code.ARTIFACT_MALFORMED, "YAML"),
         ("properties:\n  - !!python/object:os.system {}\n", Code.ARTIFACT_MALFORMED, "YAML"),
     ],

@@ -45,15 +45,45 @@ class Observation:
         return self.status == "flake" and self.rerun_passed
 
     def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "suite": self.suite, "epoch_id": self.epoch_id, "property": self.property, "status": self.status,
-                "rerun_passed": self.rerun_passed, "witness_sha256": self.witness_sha256,
-                "bound": self.bound, "line": self.line, "detail": self.detail}
+        return {
+            "id": self.id,
+            "suite": self.suite,
+            "epoch_id": self.epoch_id,
+            "property": self.property,
+            "status": self.status,
+            "rerun_passed": self.rerun_passed,
+            "witness_sha256": self.witness_sha256,
+            "bound": self.bound,
+            "line": self.line,
+            "detail": self.detail,
+        }
 
 
-def make_observation(*, suite: str, epoch_id: str, prop: str, status: str, rerun_passed: bool, witness: bytes,
-                     bound: str, line: int, detail: str) -> Observation:
-    return Observation(observation_id(suite, prop, witness), suite, epoch_id, prop, status, rerun_passed,
-                       sha256_bytes(witness), bound, line, detail, "replay")
+def make_observation(
+    *,
+    suite: str,
+    epoch_id: str,
+    prop: str,
+    status: str,
+    rerun_passed: bool,
+    witness: bytes,
+    bound: str,
+    line: int,
+    detail: str,
+) -> Observation:
+    return Observation(
+        observation_id(suite, prop, witness),
+        suite,
+        epoch_id,
+        prop,
+        status,
+        rerun_passed,
+        sha256_bytes(witness),
+        bound,
+        line,
+        detail,
+        "replay",
+    )
 
 
 def write_observation(folder: Path, observation: Observation, witness: bytes) -> None:
@@ -64,39 +94,87 @@ def write_observation(folder: Path, observation: Observation, witness: bytes) ->
 
 def parse_observation(data: bytes, witness: Optional[bytes], path: str, stem: str, source: str) -> Observation:
     raw = strictjson.require_object(
-        strictjson.loads(data, path), path,
-        {"id": str, "suite": str, "epoch_id": str, "property": str, "status": str, "rerun_passed": bool,
-         "witness_sha256": str},
+        strictjson.loads(data, path),
+        path,
+        {
+            "id": str,
+            "suite": str,
+            "epoch_id": str,
+            "property": str,
+            "status": str,
+            "rerun_passed": bool,
+            "witness_sha256": str,
+        },
         optional={"bound": str, "line": int, "detail": str},
     )
     if raw["id"] != stem or not OBSERVATION_ID.match(raw["id"]):
-        raise fail(Code.OBSERVATION_ID_MISMATCH, path, "observation id does not name its file",
-                   expected=stem, found=raw["id"][:80])
+        raise fail(
+            Code.OBSERVATION_ID_MISMATCH,
+            path,
+            "observation id does not name its file",
+            expected=stem,
+            found=raw["id"][:80],
+        )
     if raw["status"] not in STATUSES:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "unknown observation status",
-                   expected="/".join(STATUSES), found=raw["status"][:80])
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "unknown observation status",
+            expected="/".join(STATUSES),
+            found=raw["status"][:80],
+        )
     if raw["status"] == "flake" and not raw["rerun_passed"]:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "a flake is a failure whose rerun passed",
-                   expected="rerun_passed=true", found="false")
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "a flake is a failure whose rerun passed",
+            expected="rerun_passed=true",
+            found="false",
+        )
     if witness is None:
-        raise fail(Code.OBSERVATION_WITNESS_MISSING, path, "a status record without its bytes is not evidence",
-                   expected=f"{stem}.bin", found="missing")
+        raise fail(
+            Code.OBSERVATION_WITNESS_MISSING,
+            path,
+            "a status record without its bytes is not evidence",
+            expected=f"{stem}.bin",
+            found="missing",
+        )
     got = sha256_bytes(witness)
     if got != raw["witness_sha256"]:
-        raise fail(Code.OBSERVATION_WITNESS_MISMATCH, path, "witness bytes do not match witness_sha256",
-                   expected=raw["witness_sha256"][:80], found=got)
+        raise fail(
+            Code.OBSERVATION_WITNESS_MISMATCH,
+            path,
+            "witness bytes do not match witness_sha256",
+            expected=raw["witness_sha256"][:80],
+            found=got,
+        )
     derived = observation_id(raw["suite"], raw["property"], witness)
     if derived != raw["id"]:
-        raise fail(Code.OBSERVATION_ID_MISMATCH, path,
-                   "id is not derived from the suite, the property and the witness bytes",
-                   expected=derived, found=raw["id"])
-    return Observation(raw["id"], raw["suite"], raw["epoch_id"], raw["property"], raw["status"], raw["rerun_passed"],
-                       raw["witness_sha256"], raw.get("bound", ""), raw.get("line", 0), raw.get("detail", ""),
-                       source)
+        raise fail(
+            Code.OBSERVATION_ID_MISMATCH,
+            path,
+            "id is not derived from the suite, the property and the witness bytes",
+            expected=derived,
+            found=raw["id"],
+        )
+    return Observation(
+        raw["id"],
+        raw["suite"],
+        raw["epoch_id"],
+        raw["property"],
+        raw["status"],
+        raw["rerun_passed"],
+        raw["witness_sha256"],
+        raw.get("bound", ""),
+        raw.get("line", 0),
+        raw.get("detail", ""),
+        source,
+    )
 
 
-def parse_observation_files(files: Mapping[str, bytes], display: str,
-                            source: str) -> tuple[list[Observation], list[Reason]]:
+def parse_observation_files(
+    files: Mapping[str, bytes], display: str, source: str
+) -> tuple[list[Observation], list[Reason]]:
     """Every observation among {file name: bytes}, validated; each bad one becomes a reason instead."""
     found: list[Observation] = []
     reasons: list[Reason] = []
@@ -108,8 +186,15 @@ def parse_observation_files(files: Mapping[str, bytes], display: str,
         if suffix == "bin":
             continue  # read with its status record; bytes alone are not evidence, and harmless
         if suffix != "json" or not OBSERVATION_ID.match(stem):
-            reasons.append(Reason(Code.ARTIFACT_MALFORMED, shown, "<property>-<24 hex>.json|.bin", entry,
-                                  "unexpected file in the observations folder"))
+            reasons.append(
+                Reason(
+                    Code.ARTIFACT_MALFORMED,
+                    shown,
+                    "<property>-<24 hex>.json|.bin",
+                    entry,
+                    "unexpected file in the observations folder",
+                )
+            )
             continue
         try:
             found.append(parse_observation(files[entry], files.get(f"{stem}.bin"), shown, stem, source))

@@ -17,9 +17,17 @@ WITNESS = b'{"id":7,"refund":500,"captured":100}'
 
 
 def write(folder: Path, witness: bytes = WITNESS, status: str = "fail") -> str:
-    observation = make_observation(suite="suite", epoch_id="e1", prop="refund_le_captured", status=status,
-                                   rerun_passed=status == "flake", witness=witness, bound="payments", line=7,
-                                   detail="predicate returned False")
+    observation = make_observation(
+        suite="suite",
+        epoch_id="e1",
+        prop="refund_le_captured",
+        status=status,
+        rerun_passed=status == "flake",
+        witness=witness,
+        bound="payments",
+        line=7,
+        detail="predicate returned False",
+    )
     write_observation(folder, observation, witness)
     return observation.id
 
@@ -37,11 +45,19 @@ RENAMED = "refund_le_captured-" + "0" * 24
     "tamper, code, file, kept",
     [
         (lambda d, oid: (d / f"{oid}.bin").unlink(), Code.OBSERVATION_WITNESS_MISSING, "{oid}.json", False),
-        (lambda d, oid: (d / f"{oid}.bin").write_bytes(b"other"), Code.OBSERVATION_WITNESS_MISMATCH, "{oid}.json",
-         False),
+        (
+            lambda d, oid: (d / f"{oid}.bin").write_bytes(b"other"),
+            Code.OBSERVATION_WITNESS_MISMATCH,
+            "{oid}.json",
+            False,
+        ),
         (lambda d, oid: (d / f"{oid}.json").write_bytes(b"{"), Code.ARTIFACT_MALFORMED, "{oid}.json", False),
-        (lambda d, oid: (d / f"{oid}.json").rename(d / f"{RENAMED}.json"), Code.OBSERVATION_ID_MISMATCH,
-         f"{RENAMED}.json", False),
+        (
+            lambda d, oid: (d / f"{oid}.json").rename(d / f"{RENAMED}.json"),
+            Code.OBSERVATION_ID_MISMATCH,
+            f"{RENAMED}.json",
+            False,
+        ),
         # A stray file is its own reason; the observation beside it still stands.
         (lambda d, oid: (d / "notes.txt").write_text("x"), Code.ARTIFACT_MALFORMED, "notes.txt", True),
     ],
@@ -103,8 +119,7 @@ print("done", flush=True)
 
 
 @pytest.mark.parametrize("kill_after_fsyncs", [1, 2, 3, 4])
-def test_a_writer_killed_midway_leaves_nothing_that_validates_partially(tmp_path: Path,
-                                                                        kill_after_fsyncs: int) -> None:
+def test_a_writer_killed_midway_leaves_nothing_that_validates_partially(tmp_path: Path, kill_after_fsyncs: int) -> None:
     folder = tmp_path / "obs"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(folder)], stdout=subprocess.PIPE, env=env)

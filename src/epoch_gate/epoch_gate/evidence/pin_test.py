@@ -11,8 +11,12 @@ INPUT = "b" * 64
 
 
 def pin(**overrides: object) -> Pin:
-    body = {"epoch_id": "orders-1", "generator": PinnedFile("fixtures/gen.py", GEN),
-            "inputs": (PinnedFile("fixtures/base.json", INPUT),), "world_sha256": None}
+    body = {
+        "epoch_id": "orders-1",
+        "generator": PinnedFile("fixtures/gen.py", GEN),
+        "inputs": (PinnedFile("fixtures/base.json", INPUT),),
+        "world_sha256": None,
+    }
     body.update(overrides)
     return Pin(**body)  # type: ignore[arg-type]
 
@@ -45,8 +49,12 @@ def test_parse_refuses_malformed(mutate: object, fragment: str) -> None:
 
 
 def test_verify_agrees() -> None:
-    assert verify_pin(pin(), "EPOCH", generator="fixtures/gen.py", generator_sha256=GEN,
-                      inputs={"fixtures/base.json": INPUT}) == []
+    assert (
+        verify_pin(
+            pin(), "EPOCH", generator="fixtures/gen.py", generator_sha256=GEN, inputs={"fixtures/base.json": INPUT}
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -61,10 +69,17 @@ def test_verify_agrees() -> None:
         (GEN, {"fixtures/base.json": INPUT}, "f" * 64, Code.WORLD_MISMATCH),
     ],
 )
-def test_verify_reports_each_disagreement(generator_sha: str | None, inputs: dict, world: str | None,
-                                          code: Code) -> None:
-    reasons = verify_pin(pin(world_sha256="c" * 64), "EPOCH", generator="fixtures/gen.py",
-                         generator_sha256=generator_sha, inputs=inputs, world_sha256=world)
+def test_verify_reports_each_disagreement(
+    generator_sha: str | None, inputs: dict, world: str | None, code: Code
+) -> None:
+    reasons = verify_pin(
+        pin(world_sha256="c" * 64),
+        "EPOCH",
+        generator="fixtures/gen.py",
+        generator_sha256=generator_sha,
+        inputs=inputs,
+        world_sha256=world,
+    )
     assert [r.code for r in reasons] == [code]
     assert reasons[0].expected and reasons[0].found
 
@@ -72,12 +87,30 @@ def test_verify_reports_each_disagreement(generator_sha: str | None, inputs: dic
 def test_mint_refuses_to_reuse_an_epoch_id_for_other_bytes() -> None:
     existing = pin()
     with pytest.raises(EvidenceError) as caught:
-        mint_pin(epoch_id="orders-1", generator=PinnedFile("fixtures/gen.py", "9" * 64),
-                 inputs={"fixtures/base.json": INPUT}, world_sha256=None, existing=existing, path="EPOCH")
+        mint_pin(
+            epoch_id="orders-1",
+            generator=PinnedFile("fixtures/gen.py", "9" * 64),
+            inputs={"fixtures/base.json": INPUT},
+            world_sha256=None,
+            existing=existing,
+            path="EPOCH",
+        )
     assert caught.value.reason.code is Code.EPOCH_ID_REUSED
-    renewed = mint_pin(epoch_id="orders-2", generator=PinnedFile("fixtures/gen.py", "9" * 64),
-                       inputs={"fixtures/base.json": INPUT}, world_sha256=None, existing=existing, path="EPOCH")
+    renewed = mint_pin(
+        epoch_id="orders-2",
+        generator=PinnedFile("fixtures/gen.py", "9" * 64),
+        inputs={"fixtures/base.json": INPUT},
+        world_sha256=None,
+        existing=existing,
+        path="EPOCH",
+    )
     assert renewed.epoch_id == "orders-2"
-    same = mint_pin(epoch_id="orders-1", generator=PinnedFile("fixtures/gen.py", GEN),
-                    inputs={"fixtures/base.json": INPUT}, world_sha256=None, existing=existing, path="EPOCH")
+    same = mint_pin(
+        epoch_id="orders-1",
+        generator=PinnedFile("fixtures/gen.py", GEN),
+        inputs={"fixtures/base.json": INPUT},
+        world_sha256=None,
+        existing=existing,
+        path="EPOCH",
+    )
     assert same == existing

@@ -32,8 +32,10 @@ class PropertyOutcome:
         if self.outcome == "pass":
             return f"pass  {self.name} (all {self.records} {self.bound} records)"
         if self.outcome == "fail" and self.first_failure:
-            return (f"fail  {self.name} (first failed at record {self.first_failure} of {self.records} "
-                    f"{self.bound} records; {self.failures} failed)")
+            return (
+                f"fail  {self.name} (first failed at record {self.first_failure} of {self.records} "
+                f"{self.bound} records; {self.failures} failed)"
+            )
         if self.outcome == "fail":
             return f"fail  {self.name} ({self.failures} of {self.records} {self.bound} records failed)"
         if self.outcome == "flake":
@@ -41,9 +43,17 @@ class PropertyOutcome:
         return f"error {self.name}"
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "bound": self.bound, "records": self.records, "outcome": self.outcome,
-                "observations": list(self.observation_ids), "detail": self.detail,
-                "error_code": self.error_code, "failures": self.failures, "first_failure": self.first_failure}
+        return {
+            "name": self.name,
+            "bound": self.bound,
+            "records": self.records,
+            "outcome": self.outcome,
+            "observations": list(self.observation_ids),
+            "detail": self.detail,
+            "error_code": self.error_code,
+            "failures": self.failures,
+            "first_failure": self.first_failure,
+        }
 
 
 @dataclass(frozen=True)
@@ -55,26 +65,66 @@ class ReplayResult:
     properties: tuple[PropertyOutcome, ...]
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": SCHEMA, "suite": self.suite, "epoch_id": self.epoch_id, "manifest_sha256": self.manifest_sha256,
-                "world_sha256": self.world_sha256, "properties": [p.to_json() for p in self.properties]}
+        return {
+            "schema": SCHEMA,
+            "suite": self.suite,
+            "epoch_id": self.epoch_id,
+            "manifest_sha256": self.manifest_sha256,
+            "world_sha256": self.world_sha256,
+            "properties": [p.to_json() for p in self.properties],
+        }
 
 
 def parse_result(data: bytes, path: str) -> ReplayResult:
-    raw = strictjson.require_object(strictjson.loads(data, path), path,
-                                    {"schema": int, "suite": str, "epoch_id": str, "manifest_sha256": str, "world_sha256": str,
-                                     "properties": list})
+    raw = strictjson.require_object(
+        strictjson.loads(data, path),
+        path,
+        {"schema": int, "suite": str, "epoch_id": str, "manifest_sha256": str, "world_sha256": str, "properties": list},
+    )
     if raw["schema"] != SCHEMA:
-        raise fail(Code.ARTIFACT_MALFORMED, path, "the replay summary has another schema",
-                   expected=str(SCHEMA), found=str(raw["schema"]))
+        raise fail(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            "the replay summary has another schema",
+            expected=str(SCHEMA),
+            found=str(raw["schema"]),
+        )
     outcomes = []
     for index, item in enumerate(raw["properties"]):
-        entry = strictjson.require_object(item, f"{path}#properties[{index}]", {
-            "name": str, "bound": str, "records": int, "outcome": str, "observations": list, "detail": str,
-            "error_code": str, "failures": int}, optional={"first_failure": int})
+        entry = strictjson.require_object(
+            item,
+            f"{path}#properties[{index}]",
+            {
+                "name": str,
+                "bound": str,
+                "records": int,
+                "outcome": str,
+                "observations": list,
+                "detail": str,
+                "error_code": str,
+                "failures": int,
+            },
+            optional={"first_failure": int},
+        )
         if entry["outcome"] not in OUTCOMES or not all(isinstance(i, str) for i in entry["observations"]):
-            raise fail(Code.ARTIFACT_MALFORMED, path, f"property {index} has an unknown outcome",
-                       expected="/".join(OUTCOMES), found=str(entry["outcome"])[:80])
-        outcomes.append(PropertyOutcome(entry["name"], entry["bound"], entry["records"], entry["outcome"],
-                                        tuple(entry["observations"]), entry["detail"], entry["error_code"],
-                                        entry["failures"], entry.get("first_failure", 0)))
+            raise fail(
+                Code.ARTIFACT_MALFORMED,
+                path,
+                f"property {index} has an unknown outcome",
+                expected="/".join(OUTCOMES),
+                found=str(entry["outcome"])[:80],
+            )
+        outcomes.append(
+            PropertyOutcome(
+                entry["name"],
+                entry["bound"],
+                entry["records"],
+                entry["outcome"],
+                tuple(entry["observations"]),
+                entry["detail"],
+                entry["error_code"],
+                entry["failures"],
+                entry.get("first_failure", 0),
+            )
+        )
     return ReplayResult(raw["suite"], raw["epoch_id"], raw["manifest_sha256"], raw["world_sha256"], tuple(outcomes))

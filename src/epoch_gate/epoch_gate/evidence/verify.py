@@ -41,20 +41,39 @@ def _missing(path: str, what: str) -> Reason:
     return Reason(Code.ARTIFACT_MISSING, path, expected=what, found="missing", message=f"{what} is missing")
 
 
-def check_pin(*, pin_path: str, pin_bytes: Optional[bytes], generator: str, generator_sha256: Optional[str],
-              inputs: Mapping[str, Optional[str]], world_sha256: Optional[str] = None) -> PinCheck:
+def check_pin(
+    *,
+    pin_path: str,
+    pin_bytes: Optional[bytes],
+    generator: str,
+    generator_sha256: Optional[str],
+    inputs: Mapping[str, Optional[str]],
+    world_sha256: Optional[str] = None,
+) -> PinCheck:
     if pin_bytes is None:
         return PinCheck(None, (_missing(pin_path, "the epoch pin"),))
     try:
         pin = parse_pin(pin_bytes, pin_path)
     except EvidenceError as error:
         return PinCheck(None, (error.reason,))
-    return PinCheck(pin, tuple(verify_pin(pin, pin_path, generator=generator, generator_sha256=generator_sha256,
-                                          inputs=inputs, world_sha256=world_sha256)))
+    return PinCheck(
+        pin,
+        tuple(
+            verify_pin(
+                pin,
+                pin_path,
+                generator=generator,
+                generator_sha256=generator_sha256,
+                inputs=inputs,
+                world_sha256=world_sha256,
+            )
+        ),
+    )
 
 
-def check_manifest(*, manifest_path: str, manifest_bytes: Optional[bytes], catalog_path: str,
-                   catalog_bytes: Optional[bytes]) -> ManifestCheck:
+def check_manifest(
+    *, manifest_path: str, manifest_bytes: Optional[bytes], catalog_path: str, catalog_bytes: Optional[bytes]
+) -> ManifestCheck:
     reasons: list[Reason] = []
     manifest = catalog = None
     if manifest_bytes is None:
@@ -85,7 +104,7 @@ def check_replay(files: Mapping[str, bytes], display: str) -> ReplayEvidence:
     except EvidenceError as error:
         return ReplayEvidence(None, (), {}, (error.reason,))
     prefix = f"{OBSERVATIONS}/"
-    evidence = {name[len(prefix):]: data for name, data in files.items() if name.startswith(prefix)}
+    evidence = {name[len(prefix) :]: data for name, data in files.items() if name.startswith(prefix)}
     observations, reasons = parse_observation_files(evidence, f"{display}/{OBSERVATIONS}", "replay")
     witnesses = {o.id: evidence[f"{o.id}.bin"] for o in observations}
     return ReplayEvidence(result, tuple(observations), witnesses, tuple(reasons))

@@ -22,8 +22,13 @@ def records(world: Path, bound: str) -> Iterator[tuple[int, bytes]]:
     """Yields (line number from 1, exact record bytes without the newline) for every non-empty line."""
     path = bound_path(world, bound)
     if path.is_symlink() or not path.is_file():
-        raise fail(Code.BOUND_MISSING, f"{bound}{SUFFIX}", f"the fixture world has no records for {bound}",
-                   expected=f"{bound}{SUFFIX} in the world", found="missing")
+        raise fail(
+            Code.BOUND_MISSING,
+            f"{bound}{SUFFIX}",
+            f"the fixture world has no records for {bound}",
+            expected=f"{bound}{SUFFIX} in the world",
+            found="missing",
+        )
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, start=1):
             line = line.rstrip(b"\n")
@@ -60,12 +65,17 @@ def record_batches(world: LoadedWorld, bound: str, size: int) -> Iterator[list[t
     name = f"{bound}{SUFFIX}"
     data = world.files.get(name)
     if data is None or name in world.links:
-        raise fail(Code.BOUND_MISSING, name, f"the fixture world has no records for {bound}",
-                   expected=f"{name} in the world", found="missing")
+        raise fail(
+            Code.BOUND_MISSING,
+            name,
+            f"the fixture world has no records for {bound}",
+            expected=f"{name} in the world",
+            found="missing",
+        )
     pending: list[tuple[int, bytes]] = []
     number, tail = 0, b""
     for start in range(0, len(data), 1 << 20):
-        lines = (tail + data[start:start + (1 << 20)]).split(b"\n")
+        lines = (tail + data[start : start + (1 << 20)]).split(b"\n")
         tail = lines.pop()  # the part after the last newline: the start of the next line, or the last line
         pending.extend((n, line) for n, line in enumerate(lines, number + 1) if line)
         number += len(lines)
@@ -75,7 +85,7 @@ def record_batches(world: LoadedWorld, bound: str, size: int) -> Iterator[list[t
     if tail:
         pending.append((number + 1, tail))
     for start in range(0, len(pending), size):
-        yield pending[start:start + size]
+        yield pending[start : start + size]
 
 
 def count_records(data: bytes) -> int:
@@ -85,21 +95,30 @@ def count_records(data: bytes) -> int:
 
 def record_counts(files: Mapping[str, bytes]) -> dict[str, int]:
     """{bound: record count} of a world given as {relative path: bytes}."""
-    return {path[:-len(SUFFIX)]: count_records(data) for path, data in files.items()
-            if path.endswith(SUFFIX) and "/" not in path}
+    return {
+        path[: -len(SUFFIX)]: count_records(data)
+        for path, data in files.items()
+        if path.endswith(SUFFIX) and "/" not in path
+    }
 
 
 def world_record_counts(world: Path) -> dict[str, int]:
     """record_counts of a world folder on disk (regular files only, as `records` reads them)."""
-    return record_counts({path.name: path.read_bytes() for path in world.glob(f"*{SUFFIX}")
-                          if path.is_file() and not path.is_symlink()})
+    return record_counts(
+        {path.name: path.read_bytes() for path in world.glob(f"*{SUFFIX}") if path.is_file() and not path.is_symlink()}
+    )
 
 
 def listing_sha256(listing: Mapping[str, str]) -> str:
     """The epoch's content identity: the canonical digest of {relative path: sha256} of the world."""
     if not listing:
-        raise fail(Code.GENERATOR_FAILED, "", "the generator wrote no fixture world",
-                   expected="at least one record file", found="none")
+        raise fail(
+            Code.GENERATOR_FAILED,
+            "",
+            "the generator wrote no fixture world",
+            expected="at least one record file",
+            found="none",
+        )
     return canonical_sha256({"files": dict(listing)})
 
 
@@ -111,8 +130,13 @@ def _walk(world: Path) -> Iterator[tuple[str, Path]]:
             full = Path(folder) / name
             name = full.relative_to(world).as_posix()
             if from_os(name) != name:  # an identity is never taken over an escaped (ambiguous) name
-                raise fail(Code.GENERATOR_FAILED, from_os(name), "a fixture world file's name is not UTF-8",
-                           expected="UTF-8 file names", found=from_os(name))
+                raise fail(
+                    Code.GENERATOR_FAILED,
+                    from_os(name),
+                    "a fixture world file's name is not UTF-8",
+                    expected="UTF-8 file names",
+                    found=from_os(name),
+                )
             yield name, full
 
 

@@ -13,7 +13,24 @@ short list of core modules below, which it imports (`shipped_test` checks that l
 """
 
 # Stdlib-only core modules the runner imports: the artifacts it reads and writes, and their checks.
-SHIPPED_CORE = ("epoch_gate", "epoch_gate.reasons", "epoch_gate.text", "epoch_gate.evidence",
-                *(f"epoch_gate.evidence.{name}" for name in ("atomic", "catalog", "folders", "hashing", "manifest",
-                                                              "observations", "replay_result", "strictjson", "world")))
+SHIPPED_CORE = (
+    "epoch_gate",
+    "epoch_gate.reasons",
+    "epoch_gate.text",
+    "epoch_gate.evidence",
+    *(
+        f"epoch_gate.evidence.{name}"
+        for name in (
+            "atomic",
+            "catalog",
+            "folders",
+            "hashing",
+            "manifest",
+            "observations",
+            "replay_result",
+            "strictjson",
+            "world",
+        )
+    ),
+)
 ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child")

@@ -26,8 +26,10 @@ from epoch_gate.runner.confine import ChildJail, Limits, Watch
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
 # the sandbox's files only under the product's names (epoch_gate.runner.finder).
-CHILD_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.child import main; "
-              "sys.exit(main(sys.argv[2:]))")
+CHILD_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.child import main; "
+    "sys.exit(main(sys.argv[2:]))"
+)
 
 F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module only from Python 3.10
 PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged process
@@ -116,8 +118,14 @@ class Channel:
     """One child for the whole replay. `send` queues a batch of calls; `receive` reads the answers to
     the oldest batch not yet answered."""
 
-    def __init__(self, sandbox: Path, product_names: Iterable[str], child_path: Iterable[str],
-                 jail: Optional[ChildJail] = None, limits: Limits = Limits()) -> None:
+    def __init__(
+        self,
+        sandbox: Path,
+        product_names: Iterable[str],
+        child_path: Iterable[str],
+        jail: Optional[ChildJail] = None,
+        limits: Limits = Limits(),
+    ) -> None:
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
@@ -128,8 +136,15 @@ class Channel:
         self._limits, self._late = limits, False
         self._cpu_before, self._cpu_seconds = _children_cpu_seconds(), 0.0
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
-        self._process = subprocess.Popen(argv, cwd=sandbox, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, start_new_session=True, preexec_fn=limits.apply)
+        self._process = subprocess.Popen(
+            argv,
+            cwd=sandbox,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=limits.apply,
+        )
         self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
         with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
             fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
@@ -191,20 +206,27 @@ class Channel:
         limit = self._watch.exceeded
         # A limit the kernel enforces is named only on the parent's own evidence, the CPU time the child's
         # processes used; the exit status alone is the product's to choose.
-        if limit is None and signal_number in (signal.SIGXCPU, signal.SIGKILL) \
-                and self._cpu_seconds >= self._limits.cpu_seconds * CPU_ACCOUNTED:
+        if (
+            limit is None
+            and signal_number in (signal.SIGXCPU, signal.SIGKILL)
+            and self._cpu_seconds >= self._limits.cpu_seconds * CPU_ACCOUNTED
+        ):
             limit = self._limits.cpu()
         if limit is not None:
             return Code.REPLAY_FAILED, f"the product went over {limit}"
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
             return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space()}"
         if status == EXIT_UNSHIPPED:
-            said = [line.split(None, 1)[1] for line in bytes(self._watch.kept).decode("ascii", "replace").splitlines()
-                    if line.startswith(UNSHIPPED_MARK + " ")]
+            said = [
+                line.split(None, 1)[1]
+                for line in bytes(self._watch.kept).decode("ascii", "replace").splitlines()
+                if line.startswith(UNSHIPPED_MARK + " ")
+            ]
             return Code.REPLAY_FAILED, (
                 f"the product imported {said[-1] if said else 'a module'} of the candidate, which the suite's imports "
                 "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
-                "(an import, or its name as a string literal) so that it ships")
+                "(an import, or its name as a string literal) so that it ships"
+            )
         return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
 
     def healthy(self) -> bool:

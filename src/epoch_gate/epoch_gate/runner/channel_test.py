@@ -44,8 +44,10 @@ while True:
 if mode == "exits 1 at the end":
     sys.exit(1)
 """
-PREDICATES = "def a(record, product):\n    return product.fake_app.a(record) == 1\n" \
-             "def b(record, product):\n    return product.fake_app.b(record) == 1\n"
+PREDICATES = (
+    "def a(record, product):\n    return product.fake_app.a(record) == 1\n"
+    "def b(record, product):\n    return product.fake_app.b(record) == 1\n"
+)
 
 
 def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict[str, PropertyOutcome]:
@@ -56,8 +58,14 @@ def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict
     (tmp_path / "fake_checks.py").write_text(PREDICATES)
     sys.modules.pop("fake_checks", None)
     props = tuple(Property(n, "payments", f"fake_checks:{n}", f"{n}.") for n in ("a", "b"))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1",
-                        child=replay.Child(tmp_path, ("fake_app",), oracle_names=("fake_checks",), batch=4))
+    result = replay.run(
+        sample(Catalog(props), 1, 2),
+        world,
+        tmp_path / "out",
+        suite="suite",
+        epoch_id="e1",
+        child=replay.Child(tmp_path, ("fake_app",), oracle_names=("fake_checks",), batch=4),
+    )
     return {p.name: p for p in result.properties}
 
 
@@ -66,18 +74,22 @@ def test_a_child_that_follows_the_protocol_passes(tmp_path: Path, monkeypatch: p
     assert {(o.outcome, o.records) for o in outcomes.values()} == {("pass", 10)}
 
 
-@pytest.mark.parametrize("mode, affected, says", [
-    ("one short", "ab", "the child broke the protocol: 3 answers to 4 calls"),
-    ("one more", "ab", "the child broke the protocol: 5 answers to 4 calls"),
-    ("not JSON", "ab", "the child broke the protocol: a payload that is not JSON"),
-    ("an unknown answer", "ab", "the child broke the protocol: "),
-    ("unasked", "ab", "the child broke the protocol: "),
-    ("stops at the second property", "b", "the child ended early"),
-    ("exits", "ab", "the child ended early"),
-    ("exits 1 at the end", "ab", "the child exited 1 after its answers"),
-])
-def test_a_child_breaking_the_protocol_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str,
-                                                   affected: str, says: str) -> None:
+@pytest.mark.parametrize(
+    "mode, affected, says",
+    [
+        ("one short", "ab", "the child broke the protocol: 3 answers to 4 calls"),
+        ("one more", "ab", "the child broke the protocol: 5 answers to 4 calls"),
+        ("not JSON", "ab", "the child broke the protocol: a payload that is not JSON"),
+        ("an unknown answer", "ab", "the child broke the protocol: "),
+        ("unasked", "ab", "the child broke the protocol: "),
+        ("stops at the second property", "b", "the child ended early"),
+        ("exits", "ab", "the child ended early"),
+        ("exits 1 at the end", "ab", "the child exited 1 after its answers"),
+    ],
+)
+def test_a_child_breaking_the_protocol_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, affected: str, says: str
+) -> None:
     outcomes = replayed(tmp_path, monkeypatch, mode)
     errors = {name for name, o in outcomes.items() if (o.outcome, o.error_code) == ("error", "runner-protocol")}
     assert errors == set(affected)
@@ -107,8 +119,12 @@ def test_the_child_dies_with_its_runner(tmp_path: Path) -> None:
     import time
 
     (tmp_path / "spin.py").write_text("def forever():\n    while True:\n        pass\n")
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     child = int(runner.stdout.readline())  # type: ignore[union-attr]
     time.sleep(1)
     runner.send_signal(signal.SIGKILL)

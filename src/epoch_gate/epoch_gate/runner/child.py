@@ -36,9 +36,13 @@ def unshipped_stub(name: str) -> bytes:
     """The stand-in shipped for the candidate's top-level module `name`, which the suite's imports do not
     reach: importing it ends the child at once (`os._exit`: no `except` can catch it and fall back)."""
     assert all(part.isidentifier() for part in name.split("."))
-    return (f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
-            'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
-            f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n').encode()
+    return (
+        f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
+        'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
+        f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n'
+    ).encode()
+
+
 # The folder the runner's package was loaded from (the sandbox's `__epoch_gate`): the child puts it on its path,
 # and a product traceback leaves out its frames.
 LOADED_FROM = str(Path(__file__).resolve().parent.parent.parent)
@@ -65,8 +69,9 @@ class Server:
         return found
 
     def _handle(self, ref: object) -> object:
-        if not (type(ref) is list and len(ref) == 3 and type(ref[0]) is int and type(ref[1]) is int
-                and type(ref[2]) is list):
+        if not (
+            type(ref) is list and len(ref) == 3 and type(ref[0]) is int and type(ref[1]) is int and type(ref[2]) is list
+        ):
             raise Unresolved("a malformed reference")
         scope, handle, path = ref
         kept = self.scopes.get(scope)
@@ -107,7 +112,7 @@ class Server:
                 found = self.names.get(name)
                 if found is not None and callable(found):
                     return found  # type: ignore[return-value]
-            (kind, value), = target.items()
+            ((kind, value),) = target.items()
             if kind == "m" and type(value) is str:
                 found = self._named(value)
             elif kind == "h":

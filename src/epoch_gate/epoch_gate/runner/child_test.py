@@ -31,16 +31,18 @@ def sandbox(tmp_path: Path, predicates: str, product: str = "", records: int = 2
     (tmp_path / "sandbox" / "split_app.py").write_text(textwrap.dedent(product))
     world = tmp_path / "world"
     world.mkdir()
-    (world / "payments.jsonl").write_text("".join(
-        json.dumps({"id": i, "amount": -5 if i == 7 else i}) + "\n" for i in range(1, records + 1)))
+    (world / "payments.jsonl").write_text(
+        "".join(json.dumps({"id": i, "amount": -5 if i == 7 else i}) + "\n" for i in range(1, records + 1))
+    )
     sys.modules.pop(ORACLE, None)
     return world
 
 
 def replayed(world: Path, *props: Property) -> dict[str, PropertyOutcome]:
     child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8)
-    result = replay.run(sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1",
-                        child=child)
+    result = replay.run(
+        sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1", child=child
+    )
     return {p.name: p for p in result.properties}
 
 
@@ -55,28 +57,37 @@ def positive(record, product):
 
 
 def test_an_honest_run_passes_and_fails_while_the_product_prints_to_stdout(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return record['amount'] < 100\n", """
+    world = sandbox(
+        tmp_path,
+        POSITIVE + "\ndef small(record, product):\n    return record['amount'] < 100\n",
+        """
         print("product imported")
         def amount(record):
             print("evaluating", record)
             return record["amount"]
-    """)
+    """,
+    )
     outcomes = replayed(world, prop("positive"), prop("small", "small"))
     assert (outcomes["positive"].outcome, outcomes["positive"].failures) == ("fail", 1)
     assert outcomes["positive"].first_failure == 7
-    assert outcomes["positive"].summary() == \
-        "fail  positive (first failed at record 7 of 20 payments records; 1 failed)"
+    assert (
+        outcomes["positive"].summary() == "fail  positive (first failed at record 7 of 20 payments records; 1 failed)"
+    )
     assert (outcomes["small"].outcome, outcomes["small"].records) == ("pass", 20)
 
 
 def test_the_child_ending_early_is_an_error(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE, """
+    world = sandbox(
+        tmp_path,
+        POSITIVE,
+        """
         import os
         def amount(record):
             if record["id"] == 12:
                 os._exit(0)
             return record["amount"]
-    """)
+    """,
+    )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "runner-protocol")
     assert "ended early" in outcome.detail
@@ -96,15 +107,17 @@ def amount(record):
     return record["amount"]
 """
 # A well-formed frame of eight answers, each "holds": one frame too many, whenever it lands.
-FORGED = ("import struct\nanswers = b'[' + b','.join([b'[\"v\",-1,\"bool\",true,{}]'] * 8) + b']'\n"
-          "channel_write(struct.pack('>cI', b'A', len(answers)) + answers)\n")
+FORGED = (
+    "import struct\nanswers = b'[' + b','.join([b'[\"v\",-1,\"bool\",true,{}]'] * 8) + b']'\n"
+    "channel_write(struct.pack('>cI', b'A', len(answers)) + answers)\n"
+)
 
 
-@pytest.mark.parametrize("when", ["channel_write(b'1')\n",  # amid the answers: a broken frame
-                                  FORGED])
+@pytest.mark.parametrize("when", ["channel_write(b'1')\n", FORGED])  # amid the answers: a broken frame
 def test_extra_bytes_on_the_protocol_channel_are_an_error(tmp_path: Path, when: str) -> None:
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return True\n", WRITE_TO_CHANNEL + when,
-                    records=16)
+    world = sandbox(
+        tmp_path, POSITIVE + "\ndef small(record, product):\n    return True\n", WRITE_TO_CHANNEL + when, records=16
+    )
     outcomes = replayed(world, prop("positive"), prop("small", "small"))
     assert {(o.outcome, o.error_code) for o in outcomes.values()} == {("error", "runner-protocol")}
 
@@ -159,13 +172,16 @@ def test_a_product_value_never_decides(tmp_path: Path, cheat: str) -> None:
 
 
 def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, """
+    world = sandbox(
+        tmp_path,
+        """
         def positive(record, product):
             money = product.split_app.Money(record["amount"], "EUR")
             doubled = money + money  # a call: the child adds the two objects it holds
             return (money.minor >= 0 and doubled.minor == 2 * money.minor and money.currency == "EUR"
                     and money.cents == 100 * money.minor and money.negated().minor == -money.minor)
-    """, """
+    """,
+        """
         from dataclasses import dataclass
         @dataclass(frozen=True)
         class Money:
@@ -178,44 +194,56 @@ def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: P
                 return Money(-self.minor, self.currency)
             def __add__(self, other):
                 return Money(self.minor + other.minor, self.currency)
-    """)
+    """,
+    )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
 
 
-@pytest.mark.parametrize("use, says", [
-    ("m == m", "used in a comparison (==, !=)"),
-    ("m < m", "used in an ordering"),
-    ("bool(m)", "used as a truth value"),
-    ("{m: 1}", "used as a hash key"),
-    ("iter(m)", "used as an iterable"),
-    ("int(m)", "used as an int"),
-    ("float(m)", "used as a number"),
-    ("len(m)", "used as a sized collection"),
-])
+@pytest.mark.parametrize(
+    "use, says",
+    [
+        ("m == m", "used in a comparison (==, !=)"),
+        ("m < m", "used in an ordering"),
+        ("bool(m)", "used as a truth value"),
+        ("{m: 1}", "used as a hash key"),
+        ("iter(m)", "used as an iterable"),
+        ("int(m)", "used as an int"),
+        ("float(m)", "used as a number"),
+        ("len(m)", "used as a sized collection"),
+    ],
+)
 def test_a_product_value_used_as_data_is_the_oracles_error(tmp_path: Path, use: str, says: str) -> None:
-    world = sandbox(tmp_path, f"""
+    world = sandbox(
+        tmp_path,
+        f"""
         def positive(record, product):
             m = product.split_app.wrap(record)
             return bool({use})
-    """, "def wrap(record):\n    return {'amount': record['amount']}\n")
+    """,
+        "def wrap(record):\n    return {'amount': record['amount']}\n",
+    )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "handle-misused")
     assert outcome.detail.startswith(f"record 1: <product dict> {says}"), outcome.detail
 
 
 def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, """
+    world = sandbox(
+        tmp_path,
+        """
         def missing_field(record, product):
             return product.split_app.shaped(record).amount >= 0
         def not_data(record, product):
             return product.split_app.opaque(record).amount >= 0
-    """, """
+    """,
+        """
         def shaped(record):
             return {"amount": record["amount"]} if record["id"] != 3 else {"total": 1}
         def opaque(record):
             return (lambda: None) if record["id"] == 5 else {"amount": 1}
-    """)
+    """,
+    )
     outcomes = replayed(world, prop("missing_field", "missing_field"), prop("not_data", "not_data"))
     assert (outcomes["missing_field"].outcome, outcomes["missing_field"].failures) == ("fail", 2)
     assert outcomes["missing_field"].first_failure == 3
@@ -224,15 +252,27 @@ def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> N
     assert outcomes["not_data"].detail == "the product's answer function has no field amount (a function)"
 
 
-@pytest.mark.parametrize("predicate, says", [
-    ("return product.split_app.amount({1, 2}) > 0", "an argument of split_app.amount is not data: a set is not data"),
-    ("return product.split_app.absent(record) > 0", "does not resolve in the product: split_app has no absent"),
-    ("return product.nowhere.amount(record) > 0", "does not resolve in the product: no product module named nowhere"),
-    ("import random\n    return product.split_app.amount({'amount': random.random()}) > 0", "not deterministic"),
-])
+@pytest.mark.parametrize(
+    "predicate, says",
+    [
+        (
+            "return product.split_app.amount({1, 2}) > 0",
+            "an argument of split_app.amount is not data: a set is not data",
+        ),
+        ("return product.split_app.absent(record) > 0", "does not resolve in the product: split_app has no absent"),
+        (
+            "return product.nowhere.amount(record) > 0",
+            "does not resolve in the product: no product module named nowhere",
+        ),
+        ("import random\n    return product.split_app.amount({'amount': random.random()}) > 0", "not deterministic"),
+    ],
+)
 def test_the_predicates_own_mistakes_are_errors(tmp_path: Path, predicate: str, says: str) -> None:
-    world = sandbox(tmp_path, f"def positive(record, product):\n    {predicate}\n",
-                    "def amount(record):\n    return record['amount']\n")
+    world = sandbox(
+        tmp_path,
+        f"def positive(record, product):\n    {predicate}\n",
+        "def amount(record):\n    return record['amount']\n",
+    )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
     assert says in outcome.detail, outcome.detail
@@ -241,13 +281,17 @@ def test_the_predicates_own_mistakes_are_errors(tmp_path: Path, predicate: str, 
 def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_path: Path) -> None:
     """The product takes over the child's serving loop and answers every call itself: it can say anything,
     but only data, and the predicate judges it. Saying the old "held" breaks the protocol."""
-    world = sandbox(tmp_path, POSITIVE + "\ndef exact(record, product):\n"
-                              "    return product.split_app.amount(record) == abs(record['amount'])\n", """
+    world = sandbox(
+        tmp_path,
+        POSITIVE + "\ndef exact(record, product):\n"
+        "    return product.split_app.amount(record) == abs(record['amount'])\n",
+        """
         from epoch_gate.runner import child
         child.Server.answers = lambda self, scope, calls: "[" + ",".join(['["v",-1,"int",5,{}]'] * len(calls)) + "]"
         def amount(record):
             return record["amount"]
-    """)
+    """,
+    )
     outcomes = replayed(world, prop("positive"), prop("exact", "exact"))
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)  # the lie, judged
     # `exact` is sampled first. Its first batch (records 1-8) imported the product, so the child answered
@@ -260,8 +304,10 @@ def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None
     world = sandbox(tmp_path, "import split_app\n" + POSITIVE, "def amount(record):\n    return 1\n")
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
-    assert outcome.detail.startswith("cannot load predicate split_checks:positive: it imports split_app, which is "
-                                     "not the oracle's. A predicate runs outside the product: take `product`")
+    assert outcome.detail.startswith(
+        "cannot load predicate split_checks:positive: it imports split_app, which is "
+        "not the oracle's. A predicate runs outside the product: take `product`"
+    )
 
 
 def test_a_one_parameter_predicate_says_how_to_migrate(tmp_path: Path) -> None:
@@ -271,9 +317,13 @@ def test_a_one_parameter_predicate_says_how_to_migrate(tmp_path: Path) -> None:
     assert "takes 1 parameter, not (record, product)" in outcome.detail
 
 
-BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.main import main; sys.exit(main(sys.argv[2:]))"
+BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.main import main; sys.exit(main(sys.argv[2:]))"
+)
 # As the plugin starts the parent: the runner in the sandbox (writable by the child), the cwd relative.
-PLUGIN_BOOT = "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.runner.main import main; sys.exit(main())"
+PLUGIN_BOOT = (
+    "import sys; sys.path.insert(0, '__epoch_gate'); from epoch_gate.runner.main import main; sys.exit(main())"
+)
 
 
 def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path: Path) -> None:
@@ -282,9 +332,35 @@ def test_the_isolated_parent_replays_with_the_product_in_the_child_only(tmp_path
     manifest = sample(Catalog((prop("positive"),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     done = subprocess.run(
-        [sys.executable, "-I", "-B", "-S", "-c", BOOT, LOADED_FROM, "replay", "--manifest", "../manifest.json",
-         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
-         "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-I",
+            "-B",
+            "-S",
+            "-c",
+            BOOT,
+            LOADED_FROM,
+            "replay",
+            "--manifest",
+            "../manifest.json",
+            "--world",
+            "../world",
+            "--suite",
+            "suite",
+            "--epoch-id",
+            "e1",
+            "--out",
+            "../out",
+            "--sandbox-names",
+            "split_app",
+            "--oracle-names",
+            ORACLE,
+        ],
+        cwd=world.parent / "sandbox",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.startswith("fail  positive (first failed at record 7 of 20 payments records; 1 failed)")
     summary = json.loads((tmp_path / "out" / "replay.json").read_text())
     assert summary["properties"][0]["outcome"] == "fail"
@@ -294,27 +370,57 @@ def test_a_child_whose_jail_cannot_start_is_refused_with_a_reason(tmp_path: Path
     world = sandbox(tmp_path, POSITIVE, "def amount(record):\n    return record['amount']\n")
     (tmp_path / "manifest.json").write_bytes(sample(Catalog((prop("positive"),)), 1, 1).to_bytes())
     done = subprocess.run(
-        [sys.executable, "-I", "-B", "-S", "-c", BOOT, LOADED_FROM, "replay", "--manifest", "../manifest.json",
-         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
-         "--oracle-names", ORACLE, "--child-jail", str(tmp_path / "no-bwrap")], cwd=world.parent / "sandbox",
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-I",
+            "-B",
+            "-S",
+            "-c",
+            BOOT,
+            LOADED_FROM,
+            "replay",
+            "--manifest",
+            "../manifest.json",
+            "--world",
+            "../world",
+            "--suite",
+            "suite",
+            "--epoch-id",
+            "e1",
+            "--out",
+            "../out",
+            "--sandbox-names",
+            "split_app",
+            "--oracle-names",
+            ORACLE,
+            "--child-jail",
+            str(tmp_path / "no-bwrap"),
+        ],
+        cwd=world.parent / "sandbox",
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr.startswith("refused [replay-failed] suite: the replay's child could not start: [Errno 2]"), \
-        done.stderr
+    assert done.stderr.startswith(
+        "refused [replay-failed] suite: the replay's child could not start: [Errno 2]"
+    ), done.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_child_path_folders_come_after_the_sandbox_is_checked(tmp_path: Path) -> None:
     """A third-party folder serves the product; a predicate module served from one does not load."""
-    world = sandbox(tmp_path, POSITIVE,
-                    "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n")
+    world = sandbox(
+        tmp_path, POSITIVE, "import split_vendor\ndef amount(record):\n    return split_vendor.amount(record)\n"
+    )
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "split_vendor.py").write_text("def amount(record):\n    return abs(record['amount'])\n")
     (vendor / "split_elsewhere.py").write_text("def positive(record, product):\n    return True\n")
     props = (prop("positive"), Property("zz_elsewhere", "payments", "split_elsewhere:positive", "e."))
     child = replay.Child(world.parent / "sandbox", ("split_app",), (str(vendor),), (ORACLE,))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child)
+    result = replay.run(
+        sample(Catalog(props), 1, 2), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child
+    )
     outcomes = {p.name: p for p in result.properties}
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)
     assert (outcomes["zz_elsewhere"].outcome, outcomes["zz_elsewhere"].error_code) == ("error", "predicate-error")
@@ -330,27 +436,57 @@ def mean_matches(record, product):
 def test_the_child_cannot_plant_modules_the_parent_imports_nor_rewrite_its_judges(tmp_path: Path) -> None:
     """The product, at import in the child, plants `statistics` in the runner's folder (the parent's
     sys.path[0] in the jail) and rewrites the judge's file: the parent still judges with its own."""
-    world = sandbox(tmp_path, LAZY_JUDGE, """
+    world = sandbox(
+        tmp_path,
+        LAZY_JUDGE,
+        """
         import pathlib
         pathlib.Path("__epoch_gate/statistics.py").write_text("def mean(values):\\n    return 'planted'\\n")
         pathlib.Path("split_checks.py").write_text("def mean_matches(record, product):\\n    return True\\n")
         def probe(record):
             return "planted"
-    """)
+    """,
+    )
     shutil.copytree(Path(LOADED_FROM) / "epoch_gate", tmp_path / "sandbox" / "__epoch_gate" / "epoch_gate")
     manifest = sample(Catalog((prop("p", "mean_matches"),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     subprocess.run(
-        [sys.executable, "-I", "-B", "-S", "-c", PLUGIN_BOOT, "replay", "--manifest", "../manifest.json",
-         "--world", "../world", "--suite", "suite", "--epoch-id", "e1", "--out", "../out", "--sandbox-names", "split_app",
-         "--oracle-names", ORACLE], cwd=world.parent / "sandbox", capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-I",
+            "-B",
+            "-S",
+            "-c",
+            PLUGIN_BOOT,
+            "replay",
+            "--manifest",
+            "../manifest.json",
+            "--world",
+            "../world",
+            "--suite",
+            "suite",
+            "--epoch-id",
+            "e1",
+            "--out",
+            "../out",
+            "--sandbox-names",
+            "split_app",
+            "--oracle-names",
+            ORACLE,
+        ],
+        cwd=world.parent / "sandbox",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert (tmp_path / "sandbox" / "__epoch_gate" / "statistics.py").exists()  # planted, and never imported
     (summary,) = json.loads((tmp_path / "out" / "replay.json").read_text())["properties"]
     assert (summary["outcome"], summary["failures"], summary["first_failure"]) == ("fail", 20, 1)
 
 
-def test_close_imports_leaves_nothing_of_the_sandbox_importable(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_close_imports_leaves_nothing_of_the_sandbox_importable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "runner" / "split_pkg").mkdir(parents=True)
     (tmp_path / "runner" / "split_pkg" / "__init__.py").write_text("")
     (tmp_path / "runner" / "split_pkg" / "late.py").write_text("")
@@ -428,17 +564,26 @@ def test_a_grandchild_is_dead_before_any_output_is_written(tmp_path: Path, produ
 def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -> None:
     """The product, at import, rewrites the world (same lines, record 7 now positive) before the second
     property's records are read: the parent streams the bytes it hashed before the child started."""
-    world = sandbox(tmp_path, POSITIVE + "\ndef small(record, product):\n    return True\n", """
+    world = sandbox(
+        tmp_path,
+        POSITIVE + "\ndef small(record, product):\n    return True\n",
+        """
         import json, pathlib
         pathlib.Path("../world/payments.jsonl").write_text("".join(
             json.dumps({"id": i, "amount": i}) + "\\n" for i in range(1, 21)))
         def amount(record):
             return record["amount"]
-    """)
+    """,
+    )
     digest = world_sha256(world)
-    result = replay.run(sample(Catalog((prop("a_small", "small"), prop("positive"))), 1, 2), world,
-                        tmp_path / "out", suite="suite", epoch_id="e1", child=replay.Child(tmp_path / "sandbox", ("split_app",),
-                                                                            oracle_names=(ORACLE,), batch=8))
+    result = replay.run(
+        sample(Catalog((prop("a_small", "small"), prop("positive"))), 1, 2),
+        world,
+        tmp_path / "out",
+        suite="suite",
+        epoch_id="e1",
+        child=replay.Child(tmp_path / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8),
+    )
     assert world_sha256(world) != digest  # it was rewritten, and the replay still read the world it hashed
     assert result.world_sha256 == digest
     outcomes = {p.name: p for p in result.properties}
@@ -446,7 +591,10 @@ def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -
 
 
 def test_files_the_child_planted_in_the_output_folder_are_not_evidence(tmp_path: Path) -> None:
-    world = sandbox(tmp_path, POSITIVE, """
+    world = sandbox(
+        tmp_path,
+        POSITIVE,
+        """
         import pathlib
         planted = pathlib.Path("../out/observations")
         planted.mkdir(parents=True, exist_ok=True)
@@ -454,7 +602,8 @@ def test_files_the_child_planted_in_the_output_folder_are_not_evidence(tmp_path:
         (planted.parent / "extra.txt").write_text("planted")
         def amount(record):
             return record["amount"]
-        """)
+        """,
+    )
     assert replayed(world, prop("positive"))["positive"].outcome == "fail"
     out = tmp_path / "out"
     assert not (out / "extra.txt").exists()
@@ -465,16 +614,21 @@ def test_a_call_sent_ahead_is_used_only_for_the_record_exactly_as_read(tmp_path:
     """Once the first batch showed the shape `kind(record)`, later batches send that call before the
     predicate runs. A predicate that changed its record first, even to an equal value of another type
     (1 -> 1.0, 1 -> True), gets the answer for the record it passed, not for the one sent ahead."""
-    world = sandbox(tmp_path, """
+    world = sandbox(
+        tmp_path,
+        """
         def typed(record, product):
             if record["id"] > 10:
                 record["amount"] = float(record["amount"]) if record["id"] % 2 else record["amount"] == 11
             expected = "int" if record["id"] <= 10 else "float" if record["id"] % 2 else "bool"
             return product.split_app.kind(record) == expected
-    """, "def kind(record):\n    return type(record['amount']).__name__\n")
+    """,
+        "def kind(record):\n    return type(record['amount']).__name__\n",
+    )
     # Records as the call encodes them (no spaces): only then is the call sent ahead.
-    (world / "payments.jsonl").write_text("".join(
-        json.dumps({"id": i, "amount": i}, separators=(",", ":")) + "\n" for i in range(1, 21)))
+    (world / "payments.jsonl").write_text(
+        "".join(json.dumps({"id": i, "amount": i}, separators=(",", ":")) + "\n" for i in range(1, 21))
+    )
     outcome = replayed(world, prop("typed", "typed"))["typed"]
     assert (outcome.outcome, outcome.records, outcome.failures) == ("pass", 20, 0), outcome
 
@@ -482,11 +636,14 @@ def test_a_call_sent_ahead_is_used_only_for_the_record_exactly_as_read(tmp_path:
 def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_path: Path) -> None:
     """The batch's answers are encoded together; one that cannot be (a cycle, a property that raises)
     is encoded on its own, and says why, while the others cross as they would have."""
-    world = sandbox(tmp_path, """
+    world = sandbox(
+        tmp_path,
+        """
         def exact(record, product):
             found = product.split_app.amount(record)
             return found.value == record["amount"] and found.double == 2 * record["amount"]
-    """, """
+    """,
+        """
         class Amount:
             def __init__(self, value):
                 self.value = value
@@ -499,7 +656,8 @@ def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_pa
                 return 2 * self.value
         def amount(record):
             return Amount(record["amount"])
-    """)
+    """,
+    )
     outcome = replayed(world, prop("exact", "exact"))["exact"]
     # Records 3 and 4 fail on their own answers; record 7 (negative) still holds: 2 x -5 is -10.
     assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 2, 3), outcome
@@ -509,14 +667,18 @@ def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_pa
 def test_each_answer_is_the_value_as_its_call_returned_it(tmp_path: Path) -> None:
     """A product that hands back one object and changes it on the next call is read as it was when its
     call returned, not as the batch left it."""
-    world = sandbox(tmp_path, """
+    world = sandbox(
+        tmp_path,
+        """
         def echoed(record, product):
             return product.split_app.latest(record).id == record["id"]
-    """, """
+    """,
+        """
         _LATEST = {"id": None}
         def latest(record):
             _LATEST["id"] = record["id"]
             return _LATEST
-    """)
+    """,
+    )
     outcome = replayed(world, prop("echoed", "echoed"))["echoed"]
     assert (outcome.outcome, outcome.records) == ("pass", 20), outcome

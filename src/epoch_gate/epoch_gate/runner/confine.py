@@ -41,20 +41,24 @@ class Limits:
     def apply(self) -> None:
         """In the child before it runs anything (Popen's preexec_fn): the per-process limits, which it and
         everything it starts inherit and, without CAP_SYS_RESOURCE, cannot raise."""
-        for limit, soft, hard in ((resource.RLIMIT_AS, self.memory, self.memory),
-                                  (resource.RLIMIT_FSIZE, self.memory, self.memory),
-                                  (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
-                                  # SIGXCPU at the soft limit; SIGKILL a second later if it is ignored
-                                  (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
-                                  (resource.RLIMIT_CORE, 0, 0)):
+        for limit, soft, hard in (
+            (resource.RLIMIT_AS, self.memory, self.memory),
+            (resource.RLIMIT_FSIZE, self.memory, self.memory),
+            (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
+            # SIGXCPU at the soft limit; SIGKILL a second later if it is ignored
+            (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
+            (resource.RLIMIT_CORE, 0, 0),
+        ):
             resource.setrlimit(limit, (soft, hard))
 
     def cpu(self) -> str:
         return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"
 
     def address_space(self) -> str:
-        return (f"its memory limit ({self.memory} bytes of address space per process, "
-                "[property-replay].child_memory_bytes)")
+        return (
+            f"its memory limit ({self.memory} bytes of address space per process, "
+            "[property-replay].child_memory_bytes)"
+        )
 
 
 def interpreter_folders() -> list[str]:
@@ -78,8 +82,9 @@ class ChildJail:
             return False
         return b"--size" in said
 
-    def argv(self, command: list[str], sandbox: Path, product_names: Iterable[str],
-             child_path: Iterable[str], limits: Limits) -> list[str]:
+    def argv(
+        self, command: list[str], sandbox: Path, product_names: Iterable[str], child_path: Iterable[str], limits: Limits
+    ) -> list[str]:
         root = str(sandbox)
         names = set(product_names)
         # The product's own files only: not the world, the manifest, the predicates or the outputs.
@@ -149,8 +154,10 @@ class Watch:
         self._reaped = False  # the child's group id is free for reuse: never kill by it again
         self._done = threading.Event()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._drain, daemon=True),
-                         threading.Thread(target=self._poll, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._drain, daemon=True),
+            threading.Thread(target=self._poll, daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -187,10 +194,12 @@ class Watch:
                 return
             written += len(chunk)
             if len(self.kept) < KEPT_OUTPUT:
-                self.kept += chunk[:KEPT_OUTPUT - len(self.kept)]
+                self.kept += chunk[: KEPT_OUTPUT - len(self.kept)]
             if written > self.limits.output:
-                self.over(f"its output limit ({self.limits.output} bytes on stdout and stderr, "
-                          "[property-replay].child_output_bytes)")
+                self.over(
+                    f"its output limit ({self.limits.output} bytes on stdout and stderr, "
+                    "[property-replay].child_output_bytes)"
+                )
                 return
 
     def _poll(self) -> None:
@@ -199,11 +208,15 @@ class Watch:
             tree = _tree(me)
             now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
             if sum(threads for _, threads in tree) > self.limits.processes:
-                self.over(f"its process limit ({self.limits.processes} processes and threads at once, "
-                          "[property-replay].child_processes)")
+                self.over(
+                    f"its process limit ({self.limits.processes} processes and threads at once, "
+                    "[property-replay].child_processes)"
+                )
             elif sum(_memory(pid) for pid, _ in tree) > self.limits.memory:
-                self.over(f"its memory limit ({self.limits.memory} bytes resident and in memfds, "
-                          "[property-replay].child_memory_bytes)")
+                self.over(
+                    f"its memory limit ({self.limits.memory} bytes resident and in memfds, "
+                    "[property-replay].child_memory_bytes)"
+                )
             elif now_stopped & stopped:  # stopped for a whole poll: it would hold the replay until its timeout
                 self.over("a stop: one of its processes was stopped (SIGSTOP), which would hold the replay")
             stopped = now_stopped

@@ -115,19 +115,26 @@ def looks(runner):
 """
 
 
-def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional[ChildJail] = None,
-           names: tuple[str, ...] = ("hog",)) -> PropertyOutcome:
+def replay(
+    tmp_path: Path,
+    function: str,
+    limits: Limits = SMALL,
+    jail: Optional[ChildJail] = None,
+    names: tuple[str, ...] = ("hog",),
+) -> PropertyOutcome:
     world = tmp_path / "world"
     world.mkdir()
     (world / "orders.jsonl").write_text(json.dumps({"id": 1, "runner": os.getpid()}) + "\n")
     (tmp_path / "hog.py").write_text(HOGS)
     checks = f"def judged(record, product):\n    return product.hog.{function}() == 1\n"
     if function == "looks":
-        checks = ("from epoch_gate.runner.judging import plain\n\n"
-                  "def judged(record, product):\n"
-                  "    seen = plain(product.hog.looks(record['runner']))\n"
-                  "    return seen == {'pid': 2, 'proc': False, 'world': False, 'checks': False,\n"
-                  "                    'signal': 'ProcessLookupError', 'write': 'OSError'} or seen\n")
+        checks = (
+            "from epoch_gate.runner.judging import plain\n\n"
+            "def judged(record, product):\n"
+            "    seen = plain(product.hog.looks(record['runner']))\n"
+            "    return seen == {'pid': 2, 'proc': False, 'world': False, 'checks': False,\n"
+            "                    'signal': 'ProcessLookupError', 'write': 'OSError'} or seen\n"
+        )
     (tmp_path / "hog_checks.py").write_text(checks)
     sys.modules.pop("hog_checks", None)
     manifest = sample(Catalog((Property("judged", "orders", "hog_checks:judged", "judged."),)), 1, 1)
@@ -140,23 +147,45 @@ def replay(tmp_path: Path, function: str, limits: Limits = SMALL, jail: Optional
 PROCESSES = "went over its process limit (16 processes and threads at once, [property-replay].child_processes)"
 
 
-@pytest.mark.parametrize("function, code, detail", [
-    ("forks", "replay-failed", PROCESSES),
-    ("threads", "replay-failed", PROCESSES),
-    ("allocates", "replay-failed", "ran out of memory under its memory limit (1073741824 bytes of address space "
-                                   "per process, [property-replay].child_memory_bytes)"),
-    ("memfds", "replay-failed", "went over its memory limit (1073741824 bytes resident and in memfds, "
-                                "[property-replay].child_memory_bytes)"),
-    ("prints", "replay-failed", "went over its output limit (1048576 bytes on stdout and stderr, "
-                                "[property-replay].child_output_bytes)"),
-    ("computes", "replay-failed", "went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
-    ("stops", "replay-failed", "went over a stop: one of its processes was stopped (SIGSTOP), which would hold "
-                               "the replay"),
-    # The exit status alone names no limit: the product chooses it.
-    ("fakes_a_limit", "runner-protocol", "the child ended early (exit 152)"),
-])
-def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Path, function: str, code: str,
-                                                                     detail: str) -> None:
+@pytest.mark.parametrize(
+    "function, code, detail",
+    [
+        ("forks", "replay-failed", PROCESSES),
+        ("threads", "replay-failed", PROCESSES),
+        (
+            "allocates",
+            "replay-failed",
+            "ran out of memory under its memory limit (1073741824 bytes of address space "
+            "per process, [property-replay].child_memory_bytes)",
+        ),
+        (
+            "memfds",
+            "replay-failed",
+            "went over its memory limit (1073741824 bytes resident and in memfds, "
+            "[property-replay].child_memory_bytes)",
+        ),
+        (
+            "prints",
+            "replay-failed",
+            "went over its output limit (1048576 bytes on stdout and stderr, " "[property-replay].child_output_bytes)",
+        ),
+        (
+            "computes",
+            "replay-failed",
+            "went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)",
+        ),
+        (
+            "stops",
+            "replay-failed",
+            "went over a stop: one of its processes was stopped (SIGSTOP), which would hold " "the replay",
+        ),
+        # The exit status alone names no limit: the product chooses it.
+        ("fakes_a_limit", "runner-protocol", "the child ended early (exit 152)"),
+    ],
+)
+def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(
+    tmp_path: Path, function: str, code: str, detail: str
+) -> None:
     started = time.monotonic()
     # Only the CPU hog meets the CPU limit: on a loaded machine, allocating a gigabyte (the kernel's reclaim
     # on its account) or reaping a fork bomb's last processes can take the others past 2 s of CPU time.
@@ -171,17 +200,25 @@ def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(tmp_path: Pa
 def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(tmp_path: Path, jailed: bool) -> None:
     (tmp_path / "fastpath.py").write_bytes(unshipped_stub("fastpath"))
     outcome = replay(tmp_path, "builds_a_name", jail=ChildJail(BWRAP) if jailed else None, names=("hog", "fastpath"))
-    assert (outcome.outcome, outcome.error_code, outcome.detail) == ("error", "replay-failed", (
-        "the product imported fastpath of the candidate, which the suite's imports do not reach (a name built at "
-        "run time?), so the replay did not ship it: name it in the code (an import, or its name as a string "
-        "literal) so that it ships"))
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error",
+        "replay-failed",
+        (
+            "the product imported fastpath of the candidate, which the suite's imports do not reach (a name built at "
+            "run time?), so the replay did not ship it: name it in the code (an import, or its name as a string "
+            "literal) so that it ships"
+        ),
+    )
 
 
 def test_a_child_that_does_not_exit_after_its_answers_is_ended(tmp_path: Path) -> None:
     started = time.monotonic()
     outcome = replay(tmp_path, "lingers")
     assert (outcome.outcome, outcome.error_code, outcome.detail) == (
-        "error", "runner-protocol", "the child did not exit within 5 s of its last answer")
+        "error",
+        "runner-protocol",
+        "the child did not exit within 5 s of its last answer",
+    )
     assert time.monotonic() - started < 15
 
 
@@ -215,11 +252,14 @@ def test_in_its_own_jail_the_child_sees_and_reaches_nothing_of_the_runner(tmp_pa
 
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
-@pytest.mark.parametrize("function, detail", [
-    ("computes", "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
-    ("fakes_a_limit", "the child ended early (exit 152)"),
-    ("forks", f"the product {PROCESSES}"),
-])
+@pytest.mark.parametrize(
+    "function, detail",
+    [
+        ("computes", "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
+        ("fakes_a_limit", "the child ended early (exit 152)"),
+        ("forks", f"the product {PROCESSES}"),
+    ],
+)
 def test_in_its_own_jail_a_limit_is_named_on_the_runners_evidence(tmp_path: Path, function: str, detail: str) -> None:
     assert replay(tmp_path, function, jail=ChildJail(BWRAP)).detail == detail
 
@@ -228,18 +268,28 @@ def test_in_its_own_jail_a_limit_is_named_on_the_runners_evidence(tmp_path: Path
 def test_in_its_own_jail_the_childs_tmp_is_bounded_and_nothing_else_is_writable(tmp_path: Path) -> None:
     limits = Limits(memory=1024 * MiB, processes=16, open_files=256, output=MiB, cpu_seconds=60)
     outcome = replay(tmp_path, "fills_tmp", limits, ChildJail(BWRAP))  # 2 GiB into a /tmp of 1 GiB
-    assert (outcome.outcome, outcome.detail) == ("fail", "the product raised OSError: [Errno 28] No space left on device")
+    assert (outcome.outcome, outcome.detail) == (
+        "fail",
+        "the product raised OSError: [Errno 28] No space left on device",
+    )
 
 
 def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
     args = child_jail_arguments(["/opt/py"], ["/sb/hog.py", "/sb/__runner"], "/sb", {"FAKETIME": "x"}, 1024)
-    assert args[args.index("--tmpfs") - 2:args.index("--tmpfs")] == ["--size", "1024"]
+    assert args[args.index("--tmpfs") - 2 : args.index("--tmpfs")] == ["--size", "1024"]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--remount-ro"] == ["/dev", "/"]
     unsized = child_jail_arguments([], [], "/sb", {})
     assert "--size" not in unsized and [unsized[i + 1] for i, a in enumerate(unsized) if a == "--remount-ro"] == [
-        "/dev", "/", "/tmp"]
+        "/dev",
+        "/",
+        "/tmp",
+    ]
     binds = [(args[i], args[i + 1]) for i, a in enumerate(args) if a in ("--ro-bind", "--bind", "--tmpfs", "--proc")]
-    assert binds == [("--tmpfs", "/tmp"), ("--ro-bind", "/opt/py"), ("--ro-bind", "/sb/__runner"),
-                     ("--ro-bind", "/sb/hog.py")]
+    assert binds == [
+        ("--tmpfs", "/tmp"),
+        ("--ro-bind", "/opt/py"),
+        ("--ro-bind", "/sb/__runner"),
+        ("--ro-bind", "/sb/hog.py"),
+    ]
     assert args[:2] == ["--unshare-all", "--die-with-parent"] and args[-1] == "--"
-    assert args[args.index("--setenv"):args.index("--setenv") + 3] == ["--setenv", "FAKETIME", "x"]
+    assert args[args.index("--setenv") : args.index("--setenv") + 3] == ["--setenv", "FAKETIME", "x"]

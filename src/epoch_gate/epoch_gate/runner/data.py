@@ -53,8 +53,10 @@ def _properties(cls: type) -> tuple[str, ...]:
     names = _PROPERTIES.get(cls)
     if names is None:
         names = _PROPERTIES[cls] = tuple(
-            name for name in dir(cls)
-            if not name.startswith("_") and isinstance(inspect.getattr_static(cls, name), property))
+            name
+            for name in dir(cls)
+            if not name.startswith("_") and isinstance(inspect.getattr_static(cls, name), property)
+        )
     return names
 
 
@@ -124,9 +126,11 @@ def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
 # state past the call, so it stays as good as new after it raised.
 _chunks: Callable[[object, int], Sequence[str]] = (
     c_make_encoder(None, to_data, encode_basestring_ascii, None, ":", ",", False, False, False)
-    if c_make_encoder is not None else
-    lambda value, _: [json.JSONEncoder(default=to_data, allow_nan=False, check_circular=False,
-                                       separators=(",", ":")).encode(value)])
+    if c_make_encoder is not None
+    else lambda value, _: [
+        json.JSONEncoder(default=to_data, allow_nan=False, check_circular=False, separators=(",", ":")).encode(value)
+    ]
+)
 
 
 def _own_names(value: object) -> tuple[str, ...]:
@@ -134,8 +138,16 @@ def _own_names(value: object) -> tuple[str, ...]:
     cls = type(value)
     names = _OWN.get(cls)
     if names is None:
-        names = () if (isinstance(value, _JSON_NATIVE) or callable(value) or isinstance(value, types.ModuleType)
-                       or _fields(value) is None) else _properties(cls)
+        names = (
+            ()
+            if (
+                isinstance(value, _JSON_NATIVE)
+                or callable(value)
+                or isinstance(value, types.ModuleType)
+                or _fields(value) is None
+            )
+            else _properties(cls)
+        )
         if cls in _FIELDS:  # a dataclass or an attrs class: the same for every instance
             _OWN[cls] = names
     return names

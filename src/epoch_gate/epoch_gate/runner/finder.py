@@ -16,8 +16,9 @@ class SandboxFinder:
     def __init__(self, names: Iterable[str], folder: Path) -> None:
         self.names, self.folder = frozenset(names), str(folder)
 
-    def find_spec(self, name: str, path: Optional[Sequence[str]] = None,
-                  target: Optional[types.ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(
+        self, name: str, path: Optional[Sequence[str]] = None, target: Optional[types.ModuleType] = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
         if path is None and name in self.names:
             return importlib.machinery.PathFinder.find_spec(name, [self.folder])
         return None

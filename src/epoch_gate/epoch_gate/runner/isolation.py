@@ -53,9 +53,9 @@ JAIL_UID = 1000
 
 
 class Mode(enum.Enum):
-    AUTO = "auto"          # jail when the probe shows it holds, else run unjailed and say so
+    AUTO = "auto"  # jail when the probe shows it holds, else run unjailed and say so
     REQUIRED = "required"  # jail or close the gate
-    OFF = "off"            # never jail
+    OFF = "off"  # never jail
 
 
 def _under(path: str, folder: str) -> bool:
@@ -69,8 +69,13 @@ def _system_binds() -> list[str]:
     return args
 
 
-def child_jail_arguments(python_prefixes: Iterable[str], read_only: Iterable[str], cwd: str,
-                         env: dict[str, str], tmp_bytes: Optional[int] = None) -> list[str]:
+def child_jail_arguments(
+    python_prefixes: Iterable[str],
+    read_only: Iterable[str],
+    cwd: str,
+    env: dict[str, str],
+    tmp_bytes: Optional[int] = None,
+) -> list[str]:
     """bwrap's arguments, up to and including `--`, for the replay's child: a jail inside the replay's own,
     which sees the system, the interpreter and `read_only` (the product's files), all read-only, and an
     empty /tmp of its own, of `tmp_bytes` (bubblewrap 0.7 and later), or read-only when None. Nothing
@@ -78,8 +83,20 @@ def child_jail_arguments(python_prefixes: Iterable[str], read_only: Iterable[str
     and UTS namespaces and no /proc, so the runner that started it is not there to see, signal or trace;
     when its first process exits, the kernel ends every process it started."""
     tmp = ["--size", str(tmp_bytes), "--tmpfs", "/tmp"] if tmp_bytes is not None else ["--tmpfs", "/tmp"]
-    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "child",
-            "--clearenv", *_system_binds(), "--dev", "/dev", *tmp]
+    args = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "child",
+        "--clearenv",
+        *_system_binds(),
+        "--dev",
+        "/dev",
+        *tmp,
+    ]
     # After /tmp's tmpfs: a Pants sandbox is usually under /tmp.
     for path in sorted(set(python_prefixes)):
         if not any(_under(path, s) for s in SYSTEM_PATHS):
@@ -98,8 +115,21 @@ def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str
     """bwrap's arguments, up to and including `--`. `sandbox` is the process's working directory (Pants
     substitutes `{chroot}`, which keeps the argv, and so the cache key, independent of where it runs).
     The build root appears only when a bound folder contains it, and is then hidden under an empty tmpfs."""
-    args = ["--unshare-all", "--unshare-user", "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL", "--hostname", "jail", "--clearenv"]
+    args = [
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(JAIL_UID),
+        "--gid",
+        str(JAIL_UID),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "jail",
+        "--clearenv",
+    ]
     args += _system_binds()
     wanted = sorted(set(python_prefixes))
     prefixes = [p for p in wanted if not any(_under(p, s) for s in SYSTEM_PATHS)]
@@ -111,21 +141,25 @@ def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str
         for prefix in wanted:
             if _under(prefix, build_root):
                 args += ["--ro-bind", prefix, prefix]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", sandbox, sandbox,
-             "--chdir", sandbox]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", sandbox, sandbox, "--chdir", sandbox]
     return args
 
 
-def jailed_argv(argv: list[str], env: dict[str, str], python_prefixes: Iterable[str], build_root: str,
-                fixed_clock: bool, sandbox: str = "{chroot}") -> list[str]:
+def jailed_argv(
+    argv: list[str],
+    env: dict[str, str],
+    python_prefixes: Iterable[str],
+    build_root: str,
+    fixed_clock: bool,
+    sandbox: str = "{chroot}",
+) -> list[str]:
     """`argv` run inside the jail with exactly `env` (bwrap clears the rest), the clock stopped when
     `fixed_clock` (libfaketime at FAKETIME in the sandbox)."""
     setenv: list[str] = []
     jail_env = dict(env)
     if fixed_clock:
         # Only the wall clock stops: monotonic time keeps running, so timeouts still expire.
-        jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK,
-                         "DONT_FAKE_MONOTONIC": "1"})
+        jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"})
     for name in sorted(jail_env):
         setenv += ["--setenv", name, jail_env[name]]
     return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, "--", *argv]
@@ -162,20 +196,26 @@ def child_probe_argv(python: str, python_prefixes: Iterable[str], cwd: str) -> l
 def host_restriction() -> Optional[str]:
     """What on this host stops unprivileged user namespaces (which bwrap needs), with the fix; read from
     /proc/sys outside any jail."""
+
     def read(path: str) -> Optional[str]:
         try:
             with open(path) as file:
                 return file.read().strip()
         except OSError:
             return None
+
     if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
-        return ("AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run "
-                "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` before the gate")
+        return (
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` before the gate"
+        )
     if read("/proc/sys/user/max_user_namespaces") == "0":
         return "user namespaces are disabled: run `sudo sysctl -w user.max_user_namespaces=15000` before the gate"
     if read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
-        return ("unprivileged user namespaces are disabled: run "
-                "`sudo sysctl -w kernel.unprivileged_userns_clone=1` before the gate")
+        return (
+            "unprivileged user namespaces are disabled: run "
+            "`sudo sysctl -w kernel.unprivileged_userns_clone=1` before the gate"
+        )
     return None
 
 
@@ -218,16 +258,18 @@ def is_jailed(description: str) -> bool:
 CHILD_JAIL = "the product in a jail of its own"
 
 
-def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, clock_wanted: bool,
-                restriction: Optional[str] = None) -> Isolation:
+def judge_probe(
+    version: str, exit_code: int, stdout: bytes, stderr: bytes, clock_wanted: bool, restriction: Optional[str] = None
+) -> Isolation:
     """What the probe's report lets a run claim: a jail only if the working tree was invisible, the only
     network interface was loopback and the product's own jail started with a PID namespace of its own and
     no /proc; a stopped clock only if the probe read FIXED_CLOCK. `restriction` (`host_restriction`) is
     added to a failure: it is usually the cause."""
     cause = f"; {restriction}" if restriction else ""
     if exit_code != 0:
-        return Isolation.none(f"bubblewrap would not start a jail here (exit {exit_code}: "
-                              f"{last_line(stderr, 200)}){cause}")
+        return Isolation.none(
+            f"bubblewrap would not start a jail here (exit {exit_code}: " f"{last_line(stderr, 200)}){cause}"
+        )
     try:
         report = json.loads(stdout.decode("utf-8"))
         tree, interfaces, clock, child = report["tree"], report["interfaces"], report["clock"], report["child"]
@@ -238,8 +280,10 @@ def judge_probe(version: str, exit_code: int, stdout: bytes, stderr: bytes, cloc
     if interfaces != ["lo"]:
         return Isolation.none(f"the jail still has network interfaces {interfaces}")
     if child != CHILD_PROBE_ALONE:
-        return Isolation.none(f"the product's own jail would not start inside the jail ({child!r}, expected "
-                              f"{CHILD_PROBE_ALONE!r}: its pid in a PID namespace of its own, no /proc){cause}")
+        return Isolation.none(
+            f"the product's own jail would not start inside the jail ({child!r}, expected "
+            f"{CHILD_PROBE_ALONE!r}: its pid in a PID namespace of its own, no /proc){cause}"
+        )
     fixed = clock_wanted and isinstance(clock, (int, float)) and abs(clock - FIXED_CLOCK_SECONDS) < 1
     clock_text = f"clock stopped at {FIXED_CLOCK_ISO}" if fixed else "host clock (libfaketime unavailable)"
     return Isolation(True, fixed, f"{version}: no working tree, no network, {CHILD_JAIL}, {clock_text}")

@@ -50,22 +50,33 @@ def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_
     argv = isolation.jailed_argv(["python", "gen.py"], {"TZ": "UTC", "LC_ALL": "C"}, PY, "/r", True)
     assert argv[0] == isolation.BWRAP and argv[-3:] == ["--", "python", "gen.py"]
     pairs = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-    assert pairs == {"TZ": "UTC", "LC_ALL": "C", "LD_PRELOAD": f"{{chroot}}/{isolation.FAKETIME}",
-                     "FAKETIME": isolation.FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"}
+    assert pairs == {
+        "TZ": "UTC",
+        "LC_ALL": "C",
+        "LD_PRELOAD": f"{{chroot}}/{isolation.FAKETIME}",
+        "FAKETIME": isolation.FIXED_CLOCK,
+        "DONT_FAKE_MONOTONIC": "1",
+    }
     unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False)
     assert "LD_PRELOAD" not in unclocked and "FAKETIME" not in unclocked
 
 
-def report(tree: tuple[str, ...] = (), interfaces: tuple[str, ...] = ("lo",),
-           clock: float = FIXED_CLOCK_SECONDS, child: str = "2 False") -> bytes:
+def report(
+    tree: tuple[str, ...] = (),
+    interfaces: tuple[str, ...] = ("lo",),
+    clock: float = FIXED_CLOCK_SECONDS,
+    child: str = "2 False",
+) -> bytes:
     return json.dumps({"tree": list(tree), "interfaces": list(interfaces), "clock": clock, "child": child}).encode()
 
 
 def test_a_probe_that_saw_nothing_and_a_stopped_clock_is_a_full_jail() -> None:
     judged = judge_probe("bubblewrap 0.8.0", 0, report(), b"", True)
     assert judged.jailed and judged.fixed_clock and judged.failure is None
-    assert judged.description == ("bubblewrap 0.8.0: no working tree, no network, the product in a jail of its "
-                                  "own, clock stopped at 2000-01-01T00:00:00Z")
+    assert judged.description == (
+        "bubblewrap 0.8.0: no working tree, no network, the product in a jail of its "
+        "own, clock stopped at 2000-01-01T00:00:00Z"
+    )
     assert isolation.is_jailed(judged.description)
 
 
@@ -99,8 +110,9 @@ def test_every_doubtful_probe_means_no_jail() -> None:
 def test_a_host_restriction_is_named_with_its_fix_when_the_jail_fails() -> None:
     fix = "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): run `sudo sysctl -w x`"
     judged = judge_probe("bubblewrap 0.9.0", 1, b"", b"bwrap: setting up uid map: Permission denied", True, fix)
-    assert judged.failure == ("bubblewrap would not start a jail here (exit 1: bwrap: setting up uid map: "
-                              f"Permission denied); {fix}")
+    assert judged.failure == (
+        "bubblewrap would not start a jail here (exit 1: bwrap: setting up uid map: " f"Permission denied); {fix}"
+    )
 
 
 def test_prefixes_must_be_absolute_paths() -> None:

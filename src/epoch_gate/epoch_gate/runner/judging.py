@@ -75,8 +75,11 @@ class _NeedAnswer(BaseException):
 
 def _misuse(what: str) -> Callable[..., Any]:
     def refuse(self: Union[Remote, Name], *_: object) -> Any:
-        raise HandleMisused(f"{self!r} used {what}: a product value is never compared, hashed, iterated, "
-                            "converted or truth-tested; read its fields, or plain(value)")
+        raise HandleMisused(
+            f"{self!r} used {what}: a product value is never compared, hashed, iterated, "
+            "converted or truth-tested; read its fields, or plain(value)"
+        )
+
     return refuse
 
 
@@ -84,6 +87,7 @@ def _operator(name: str, reflected: bool = False) -> Callable[..., Any]:
     def apply(self: Remote, *other: object) -> Any:
         args = (*other, self) if reflected else (self, *other)
         return _call({"op": name}, args, {})
+
     return apply
 
 
@@ -109,16 +113,18 @@ class Remote(_Refusing):
 
     __slots__ = ("_ref", "_root", "_data", "_why", "_properties", "__dict__")
 
-    def __init__(self, ref: list[object], root: str, data: object, why: str = "",
-                 properties: Optional[dict[str, object]] = None) -> None:
+    def __init__(
+        self, ref: list[object], root: str, data: object, why: str = "", properties: Optional[dict[str, object]] = None
+    ) -> None:
         self._ref, self._root, self._data, self._why = ref, root, data, why  # root: the answer's class name
         self._properties = properties  # an answer's own, as they came with it; None: asked for when read
 
     @property
     def _type(self) -> str:
         """What this value is, for messages: the answer's class and the path to this part of it."""
-        return self._root + "".join(f"[{step}]" if type(step) is int else f".{step}"
-                                    for step in self._ref[2])  # type: ignore[union-attr]
+        return self._root + "".join(
+            f"[{step}]" if type(step) is int else f".{step}" for step in self._ref[2]
+        )  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"<product {self._type}>"
@@ -130,8 +136,13 @@ class Remote(_Refusing):
             if not read:
                 # The first field read: every plain one becomes an attribute, read from then on without a
                 # Python call (the slots, and every dunder, are the type's and win over them).
-                read.update({key: item for key, item in data.items()  # type: ignore[union-attr]
-                             if type(item) is not dict and type(item) is not list})
+                read.update(
+                    {
+                        key: item
+                        for key, item in data.items()  # type: ignore[union-attr]
+                        if type(item) is not dict and type(item) is not list
+                    }
+                )
             value = data[name]  # type: ignore[index]
             kind = type(value)
             if kind is dict or kind is list:  # a part of the answer, wrapped once
@@ -211,19 +222,35 @@ class Method(_Refusing):
 def _through(name: str) -> Callable[..., Any]:
     def apply(self: Method, *args: object) -> Any:
         return getattr(operator, name)(self._value(), *args)
+
     return apply
 
 
 def _reflected(name: str) -> Callable[..., Any]:
     def apply(self: Method, other: object) -> Any:
         return getattr(operator, name)(other, self._value())
+
     return apply
 
 
 # A property used as a value is that value: read it, then do what was asked of it (which a product
 # value refuses in its turn). One the product does not have is the product's failure.
-for _dunder in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-                "contains"):
+for _dunder in (
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "contains",
+):
     setattr(Method, f"__{_dunder}__", _through(_dunder))
 for _dunder in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
     setattr(Method, f"__r{_dunder}__", _reflected(_dunder))
@@ -303,9 +330,16 @@ def _wrap(ref: list[object], step: Union[str, int], root: str, value: object) ->
 
 def _parts(ref: list[object], root: str, items: list[object]) -> tuple[object, ...]:
     scope, handle, path = ref
-    return tuple([Remote([scope, handle, [*path, index]], root, item) if type(item) is dict  # type: ignore[misc]
-                  else item if type(item) is not list else _wrap(ref, index, root, item)
-                  for index, item in enumerate(items)])
+    return tuple(
+        [
+            Remote([scope, handle, [*path, index]], root, item)
+            if type(item) is dict  # type: ignore[misc]
+            else item
+            if type(item) is not list
+            else _wrap(ref, index, root, item)
+            for index, item in enumerate(items)
+        ]
+    )
 
 
 def plain(value: Any) -> Any:
@@ -350,9 +384,13 @@ _TARGETS: dict[str, bytes] = {}  # a module name's encoded target, made once
 # container): a cyclic argument is nested too deeply (RecursionError), and the encoder keeps no state.
 _chunks: Callable[[object, int], Sequence[str]] = (
     c_make_encoder(None, _encode_ref, encode_basestring, None, ":", ",", False, False, False)
-    if c_make_encoder is not None else
-    lambda value, _: [json.JSONEncoder(default=_encode_ref, allow_nan=False, check_circular=False,
-                                       separators=(",", ":"), ensure_ascii=False).encode(value)])
+    if c_make_encoder is not None
+    else lambda value, _: [
+        json.JSONEncoder(
+            default=_encode_ref, allow_nan=False, check_circular=False, separators=(",", ":"), ensure_ascii=False
+        ).encode(value)
+    ]
+)
 
 
 def _dump(value: object) -> bytes:
@@ -370,8 +408,15 @@ def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: di
                 _TARGETS[name] = head
     else:
         head = _dump(target)
-    return b"[" + head + b",[" + b",".join(map(_dump, args)) + b"],{" + b",".join(
-        _dump(key) + b":" + _dump(value) for key, value in kwargs.items()) + b"}]"
+    return (
+        b"["
+        + head
+        + b",["
+        + b",".join(map(_dump, args))
+        + b"],{"
+        + b",".join(_dump(key) + b":" + _dump(value) for key, value in kwargs.items())
+        + b"}]"
+    )
 
 
 def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
@@ -478,8 +523,10 @@ class Session:
                 self.speculative = False
                 self.pending = encoded
                 raise _NeedAnswer
-            raise OracleError("the predicate is not deterministic: on a rerun with the same answers it made "
-                              f"another call ({encoded[:120]!r}, not {sent[:120]!r})")
+            raise OracleError(
+                "the predicate is not deterministic: on a rerun with the same answers it made "
+                f"another call ({encoded[:120]!r}, not {sent[:120]!r})"
+            )
         return self.replay()
 
 
@@ -503,8 +550,9 @@ def _own_frame(exc: BaseException) -> str:
     return f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
 
 
-def run(predicate: Callable[[object, Product], object], raw: bytes, session: Session,
-        record: object = UNPARSED) -> Optional[Verdict]:
+def run(
+    predicate: Callable[[object, Product], object], raw: bytes, session: Session, record: object = UNPARSED
+) -> Optional[Verdict]:
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
     `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
     so every later run parses it afresh."""
@@ -529,8 +577,11 @@ def run(predicate: Callable[[object, Product], object], raw: bytes, session: Ses
     except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
         if session.pending is not None:
             return None
-        return Verdict(False, from_os(f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}")[:MAX_DETAIL],
-                       PREDICATE_ERROR)
+        return Verdict(
+            False,
+            from_os(f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}")[:MAX_DETAIL],
+            PREDICATE_ERROR,
+        )
     finally:
         Session.current = None
     if session.pending is not None:  # it swallowed _NeedAnswer (a bare except): its answer is still owed

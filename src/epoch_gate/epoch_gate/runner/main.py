@@ -37,24 +37,43 @@ def _names(text: str) -> tuple[str, ...]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--world", required=True)
-    parser.add_argument("--suite", required=True,
-                        help="the suite's address: it names the summary and every observation id")
+    parser.add_argument(
+        "--suite", required=True, help="the suite's address: it names the summary and every observation id"
+    )
     parser.add_argument("--epoch-id", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--max-witnesses", type=int, default=1)
-    parser.add_argument("--sandbox-names", default="",
-                        help="comma-separated top-level names importable from the cwd: the product's, and the oracle's")
-    parser.add_argument("--oracle-names", default="",
-                        help="comma-separated top-level names of the predicates' packages: the parent imports "
-                             "only them from the cwd, and the child never does")
-    parser.add_argument("--child-path", action="append", default=[],
-                        help="a folder on the child's import path after the standard library (repeatable)")
-    parser.add_argument("--child-jail", metavar="BWRAP",
-                        help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.isolation)")
+    parser.add_argument(
+        "--sandbox-names",
+        default="",
+        help="comma-separated top-level names importable from the cwd: the product's, and the oracle's",
+    )
+    parser.add_argument(
+        "--oracle-names",
+        default="",
+        help="comma-separated top-level names of the predicates' packages: the parent imports "
+        "only them from the cwd, and the child never does",
+    )
+    parser.add_argument(
+        "--child-path",
+        action="append",
+        default=[],
+        help="a folder on the child's import path after the standard library (repeatable)",
+    )
+    parser.add_argument(
+        "--child-jail",
+        metavar="BWRAP",
+        help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.isolation)",
+    )
     defaults = Limits()
     for name, default in vars(defaults).items():
-        parser.add_argument(f"--child-{name.replace('_', '-')}", type=int, default=default, dest=f"limit_{name}",
-                            help=f"the child's {name.replace('_', ' ')} limit (confine.Limits)")
+        parser.add_argument(
+            f"--child-{name.replace('_', '-')}",
+            type=int,
+            default=default,
+            dest=f"limit_{name}",
+            help=f"the child's {name.replace('_', ' ')} limit (confine.Limits)",
+        )
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -67,8 +86,15 @@ def run_replay(args: argparse.Namespace) -> int:
     child = parent.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names), jail, limits)
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
-        result = parent.run(manifest, Path(args.world), Path(args.out), suite=args.suite, epoch_id=args.epoch_id,
-                            child=child, max_witnesses=args.max_witnesses)
+        result = parent.run(
+            manifest,
+            Path(args.world),
+            Path(args.out),
+            suite=args.suite,
+            epoch_id=args.epoch_id,
+            child=child,
+            max_witnesses=args.max_witnesses,
+        )
     except EvidenceError as error:
         r = error.reason
         print(f"refused {r.line()}\n  {r.comparison()}", file=sys.stderr)
@@ -86,8 +112,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = _Parser(prog="epoch-gate-replay", description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="epoch-gate-replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     add_arguments(sub.add_parser("replay", help="judge the sampled properties over a fixture world"))
     return run_replay(parser.parse_args(argv))

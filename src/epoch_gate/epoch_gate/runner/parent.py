@@ -90,7 +90,7 @@ class _Speculation:
         for (_, raw), session in zip(run.batch, run.sessions):
             first = session.log[0][0] if session.log else b""
             suffix = b",[" + raw + b"],{}]"
-            head = first[1:len(first) - len(suffix)] if first.startswith(b"[") and first.endswith(suffix) else None
+            head = first[1 : len(first) - len(suffix)] if first.startswith(b"[") and first.endswith(suffix) else None
             if head is None or (self.head is not None and head != self.head):
                 self.off = True
                 return
@@ -184,8 +184,9 @@ class _Scopes:
         return self.next
 
 
-def _judge_batches(channel: Channel, predicate: Predicate, batches: Iterable[Batch],
-                   scopes: _Scopes) -> Iterator[_BatchRun]:
+def _judge_batches(
+    channel: Channel, predicate: Predicate, batches: Iterable[Batch], scopes: _Scopes
+) -> Iterator[_BatchRun]:
     """Each batch's run once every record has its verdict, in no particular order. Up to IN_FLIGHT
     batches of calls are with the child at a time; answers come back in the order the batches went."""
     pending: collections.deque[_BatchRun] = collections.deque()
@@ -255,8 +256,9 @@ def _violations(runs: Iterator[_BatchRun]) -> Iterator[_Violation]:
                 yield _Violation(run.first + offset, line, witness, verdict.detail)
 
 
-def _scan(channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, size: int,
-          scopes: _Scopes) -> tuple[int, list[_Violation], list[bool]]:
+def _scan(
+    channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, size: int, scopes: _Scopes
+) -> tuple[int, list[_Violation], list[bool]]:
     """(records judged, the violations in record order, whether each held when judged again)."""
     counted: list[int] = []
 
@@ -272,7 +274,7 @@ def _scan(channel: Channel, prop: Property, predicate: Predicate, world: LoadedW
         return sum(counted), [], []
     again: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
     held: dict[int, bool] = {}
-    reruns = _judge_batches(channel, predicate, (again[i:i + size] for i in range(0, len(again), size)), scopes)
+    reruns = _judge_batches(channel, predicate, (again[i : i + size] for i in range(0, len(again), size)), scopes)
     with contextlib.closing(reruns):
         for run in reruns:
             for offset, verdict in enumerate(run.verdicts):
@@ -293,31 +295,51 @@ def _load_predicate(prop: Property) -> Union[Predicate, PropertyOutcome]:
     try:
         found = getattr(importlib.import_module(module), function)
     except ModuleNotFoundError as exc:
-        return _error(prop, Code.PREDICATE_ERROR, (
-            f"cannot load predicate {prop.predicate}: it imports {exc.name}, which is not the oracle's. A "
-            "predicate runs outside the product: take `product` as its second parameter and call the product "
-            "through it (`product.pkg.module.function(...)`, docs/adopting.md) instead of importing it"))
+        return _error(
+            prop,
+            Code.PREDICATE_ERROR,
+            (
+                f"cannot load predicate {prop.predicate}: it imports {exc.name}, which is not the oracle's. A "
+                "predicate runs outside the product: take `product` as its second parameter and call the product "
+                "through it (`product.pkg.module.function(...)`, docs/adopting.md) instead of importing it"
+            ),
+        )
     except Exception as exc:  # noqa: BLE001 - a predicate that cannot load is that property's error
-        return _error(prop, Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}")
+        return _error(
+            prop, Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}"
+        )
     try:
         parameters = len(inspect.signature(found).parameters)
     except (TypeError, ValueError):
         parameters = -1
     if parameters != 2:
-        return _error(prop, Code.PREDICATE_ERROR, (
-            f"predicate {prop.predicate} takes "
-            f"{'no readable' if parameters < 0 else parameters} parameter{'' if parameters == 1 else 's'}, "
-            "not (record, product): a predicate runs outside the product and calls it through `product` "
-            "(docs/adopting.md)"))
+        return _error(
+            prop,
+            Code.PREDICATE_ERROR,
+            (
+                f"predicate {prop.predicate} takes "
+                f"{'no readable' if parameters < 0 else parameters} parameter{'' if parameters == 1 else 's'}, "
+                "not (record, product): a predicate runs outside the product and calls it through `product` "
+                "(docs/adopting.md)"
+            ),
+        )
     return found  # type: ignore[no-any-return]
 
 
 Observed = list[tuple[Observation, bytes]]  # (observation, witness): written only once the child is dead
 
 
-def replay_property(channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, suite: str,
-                    epoch_id: str, max_witnesses: int, batch: int,
-                    scopes: _Scopes) -> tuple[PropertyOutcome, Observed]:
+def replay_property(
+    channel: Channel,
+    prop: Property,
+    predicate: Predicate,
+    world: LoadedWorld,
+    suite: str,
+    epoch_id: str,
+    max_witnesses: int,
+    batch: int,
+    scopes: _Scopes,
+) -> tuple[PropertyOutcome, Observed]:
     try:
         channel.check()
         count, violations, reruns = _scan(channel, prop, predicate, world, batch, scopes)
@@ -339,18 +361,35 @@ def replay_property(channel: Channel, prop: Property, predicate: Predicate, worl
                 if failures > max_witnesses:
                     continue  # counted; the saved witnesses already show that it fails
             observation = make_observation(
-                suite=suite, epoch_id=epoch_id, prop=prop.name, status="flake" if rerun_held else "fail",
-                rerun_passed=rerun_held, witness=violation.witness, bound=prop.bound, line=violation.line,
-                detail=violation.detail)
+                suite=suite,
+                epoch_id=epoch_id,
+                prop=prop.name,
+                status="flake" if rerun_held else "fail",
+                rerun_passed=rerun_held,
+                witness=violation.witness,
+                bound=prop.bound,
+                line=violation.line,
+                detail=violation.detail,
+            )
             observed.append((observation, violation.witness))
     except EvidenceError as failed:
         return _error(prop, failed.reason.code, failed.reason.message, count), []
     outcome = "fail" if failures else "flake" if observed else "pass"
     first = next((o for o, _ in observed if o.status == "fail"), observed[0][0] if observed else None)
     summary_detail = first.detail.splitlines()[0][:500] if first and first.detail else ""
-    return (PropertyOutcome(prop.name, prop.bound, count, outcome, tuple(o.id for o, _ in observed),
-                            summary_detail, failures=failures, first_failure=first_failure),
-            observed)
+    return (
+        PropertyOutcome(
+            prop.name,
+            prop.bound,
+            count,
+            outcome,
+            tuple(o.id for o, _ in observed),
+            summary_detail,
+            failures=failures,
+            first_failure=first_failure,
+        ),
+        observed,
+    )
 
 
 def _write_observations(prop: Property, outcome: PropertyOutcome, observed: Observed, out: Path) -> PropertyOutcome:
@@ -394,8 +433,9 @@ def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str, child: Child,
-        max_witnesses: int = 1) -> ReplayResult:
+def run(
+    manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str, child: Child, max_witnesses: int = 1
+) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
     gc.set_threshold(*GC_THRESHOLDS)
@@ -409,10 +449,12 @@ def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str
     channel = Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits)
     scopes = _Scopes()
     try:
-        results = [(predicate, []) if isinstance(predicate, PropertyOutcome) else
-                   replay_property(channel, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch,
-                                   scopes)
-                   for prop, predicate in zip(manifest.properties, predicates)]
+        results = [
+            (predicate, [])
+            if isinstance(predicate, PropertyOutcome)
+            else replay_property(channel, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes)
+            for prop, predicate in zip(manifest.properties, predicates)
+        ]
     except BaseException:
         channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
         channel.close()
@@ -426,11 +468,17 @@ def run(manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str
     elif out.exists():
         shutil.rmtree(out)
     (out / OBSERVATIONS).mkdir(parents=True, exist_ok=True)
-    outcomes = [_write_observations(prop, outcome, observed, out)
-                for prop, (outcome, observed) in zip(manifest.properties, results)]
+    outcomes = [
+        _write_observations(prop, outcome, observed, out)
+        for prop, (outcome, observed) in zip(manifest.properties, results)
+    ]
     if ended is not None:  # the channel carried more than the child's answers: none of them is evidence
-        outcomes = [o if o.outcome == "error" else dataclasses.replace(
-            o, outcome="error", detail=ended.detail, error_code=ended.code.value) for o in outcomes]
+        outcomes = [
+            o
+            if o.outcome == "error"
+            else dataclasses.replace(o, outcome="error", detail=ended.detail, error_code=ended.code.value)
+            for o in outcomes
+        ]
     result = ReplayResult(suite, epoch_id, manifest.manifest_sha256, digest, tuple(outcomes))
     replace_file(out / SUMMARY, canonical_json(result.to_json()) + b"\n")
     return result

@@ -79,8 +79,13 @@ def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run(world, out, "positive", "flaky", "product_raises", "oracle_raises", "not_bool")
     outcomes = {p.name: (p.outcome, p.error_code) for p in result.properties}
-    assert outcomes == {"positive": ("fail", ""), "flaky": ("flake", ""), "product_raises": ("fail", ""),
-                        "oracle_raises": ("error", "predicate-error"), "not_bool": ("error", "predicate-error")}
+    assert outcomes == {
+        "positive": ("fail", ""),
+        "flaky": ("flake", ""),
+        "product_raises": ("fail", ""),
+        "oracle_raises": ("error", "predicate-error"),
+        "not_bool": ("error", "predicate-error"),
+    }
     observations, reasons = load_observations(out / "observations", "obs", "replay")
     assert reasons == []
     by_prop = {o.property: o for o in observations}
@@ -93,8 +98,10 @@ def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:
     assert 'replay_app.py", line 16, in boom' in by_prop["product_raises"].detail
     assert set(by_prop) == {"positive", "flaky", "product_raises"}
     errors = {p.name: p.detail for p in result.properties if p.outcome == "error"}
-    assert errors == {"oracle_raises": "record 1: the predicate raised KeyError: 'boom' (at replay_preds.py:12)",
-                      "not_bool": "record 1: the predicate returned a NoneType, not a bool"}
+    assert errors == {
+        "oracle_raises": "record 1: the predicate raised KeyError: 'boom' (at replay_preds.py:12)",
+        "not_bool": "record 1: the predicate returned a NoneType, not a bool",
+    }
 
 
 def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -> None:
@@ -107,9 +114,13 @@ def test_summary_round_trips_through_check_replay(world: Path, tmp_path: Path) -
 
 
 def test_missing_bound_and_missing_predicate_are_errors(world: Path, tmp_path: Path) -> None:
-    props = (Property("a", "orders", "replay_preds:positive", "a."),
-             Property("b", "payments", "replay_preds:absent", "b."))
-    result = replay.run(sample(Catalog(props), 1, 2), world, tmp_path / "o", suite="suite", epoch_id="e1", child=child(world))
+    props = (
+        Property("a", "orders", "replay_preds:positive", "a."),
+        Property("b", "payments", "replay_preds:absent", "b."),
+    )
+    result = replay.run(
+        sample(Catalog(props), 1, 2), world, tmp_path / "o", suite="suite", epoch_id="e1", child=child(world)
+    )
     by_name = {p.name: p for p in result.properties}
     assert by_name["a"].outcome == "error" and by_name["a"].error_code == "bound-missing"
     assert by_name["b"].outcome == "error" and by_name["b"].error_code == "predicate-error"
@@ -130,21 +141,29 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     # allowed, the failure must still be found, and the flake still reported.
     (tmp_path / "preds").mkdir()
     (tmp_path / "preds" / "mask_preds.py").write_text(
-        "def masked(record, product):\n"
-        "    return product.replay_app.masked(record)\n")
+        "def masked(record, product):\n" "    return product.replay_app.masked(record)\n"
+    )
     (tmp_path / "preds" / "replay_app.py").write_text(
         "SEEN = set()\n"
         "def masked(record):\n"
         "    if record['id'] == 1 and record['id'] not in SEEN:\n"
         "        SEEN.add(record['id'])\n"
         "        return False\n"
-        "    return record['id'] not in (5, 8)\n")
+        "    return record['id'] not in (5, 8)\n"
+    )
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_text("".join(f'{{"id":{i}}}\n' for i in range(10)))
     props = (Property("masked", "payments", "mask_preds:masked", "m."),)
-    result = replay.run(sample(Catalog(props), 1, 1), world, tmp_path / "out", suite="suite", epoch_id="e1", child=child(world),
-                        max_witnesses=1)
+    result = replay.run(
+        sample(Catalog(props), 1, 1),
+        world,
+        tmp_path / "out",
+        suite="suite",
+        epoch_id="e1",
+        child=child(world),
+        max_witnesses=1,
+    )
     (outcome,) = result.properties
     assert (outcome.outcome, outcome.records, outcome.failures) == ("fail", 10, 2)
     observations, _ = load_observations(tmp_path / "out" / "observations", "obs", "replay")
@@ -158,12 +177,20 @@ def _records(values: list[bytes]) -> replay.Batch:
 
 
 def test_a_batch_parses_once_and_each_record_is_exactly_its_own_value() -> None:
-    parsed = replay._parsed(_records([b'{"id":1}', b' {"id":2}', b'{"id":3,"n":[1,2]}', b"[1", b"2]", b"3,4",
-                                      b'{"s":"\xc3\xa9"}']))
+    parsed = replay._parsed(
+        _records([b'{"id":1}', b' {"id":2}', b'{"id":3,"n":[1,2]}', b"[1", b"2]", b"3,4", b'{"s":"\xc3\xa9"}'])
+    )
     # A record with space around it, or any record that is not one JSON value on its own (even when the
     # three together would parse as three values), is left to json.loads, which says why.
-    assert parsed == [{"id": 1}, judging.UNPARSED, {"id": 3, "n": [1, 2]}, judging.UNPARSED, judging.UNPARSED,
-                      judging.UNPARSED, {"s": "é"}]
+    assert parsed == [
+        {"id": 1},
+        judging.UNPARSED,
+        {"id": 3, "n": [1, 2]},
+        judging.UNPARSED,
+        judging.UNPARSED,
+        judging.UNPARSED,
+        {"s": "é"},
+    ]
     assert replay._parsed(_records([b'{"id":1}', b'{"s":"\xff"}'])) is None  # not UTF-8: each on its own
 
 

@@ -105,13 +105,23 @@ def parse_answers(payload: bytes, count: int) -> list[list[object]]:
             raise ProtocolError("an answer of an unknown kind")
         kind, rest = answer[0], answer[1:]
         if kind == "v":
-            ok = (len(rest) == 4 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[3]) is dict
-                  and (rest[0] != -1 or type(rest[2]) not in (dict, list)))  # a value without a handle is a scalar
+            ok = (
+                len(rest) == 4
+                and _is_int(rest[0])
+                and type(rest[1]) is str
+                and type(rest[3]) is dict
+                and (rest[0] != -1 or type(rest[2]) not in (dict, list))
+            )  # a value without a handle is a scalar
         elif kind == "o":
             ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
         elif kind == "x":
-            ok = (len(rest) == 3 and type(rest[0]) is list and all(type(t) is str for t in rest[0])
-                  and type(rest[1]) is str and type(rest[2]) is str)
+            ok = (
+                len(rest) == 3
+                and type(rest[0]) is list
+                and all(type(t) is str for t in rest[0])
+                and type(rest[1]) is str
+                and type(rest[2]) is str
+            )
         else:
             ok = len(rest) == 1 and type(rest[0]) is str
         if not ok:

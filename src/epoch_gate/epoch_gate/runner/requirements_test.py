@@ -19,6 +19,16 @@ def test_a_zipped_wheel_is_unpacked_and_importable(tmp_path: Path) -> None:
     entries = unpacked([str(wheel), str(folder)], tmp_path / "unpacked")
     assert entries == [str(tmp_path / "unpacked" / wheel.name), str(folder)]
     assert not (tmp_path / "unpacked" / "escape.py").exists()
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", "import sys; sys.path.extend(sys.argv[1:]); "
-                           "import shiny; print(shiny.VALUE)", *entries], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "import sys; sys.path.extend(sys.argv[1:]); " "import shiny; print(shiny.VALUE)",
+            *entries,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.strip() == "42", done.stderr

@@ -18,11 +18,14 @@ def _module(path: Path) -> str:
 
 
 def test_the_runner_ships_its_package_and_exactly_the_core_modules_it_imports() -> None:
-    sources = {path: path.read_bytes() for path in (ROOT / "epoch_gate").rglob("*.py")
-               if not path.name.endswith("_test.py")}
+    sources = {
+        path: path.read_bytes() for path in (ROOT / "epoch_gate").rglob("*.py") if not path.name.endswith("_test.py")
+    }
     modules = {_module(path): [path] for path in sources}
-    reached = closure(ENTRY_POINTS, lambda name: modules.get(name, ()),
-                      lambda path: imported(sources[path], _module(path), path.name == "__init__.py"))
+    reached = closure(
+        ENTRY_POINTS,
+        lambda name: modules.get(name, ()),
+        lambda path: imported(sources[path], _module(path), path.name == "__init__.py"),
+    )
     package = {name for name in modules if name == "epoch_gate.runner" or name.startswith("epoch_gate.runner.")}
     assert {_module(path) for path in reached} == package | set(SHIPPED_CORE)
-

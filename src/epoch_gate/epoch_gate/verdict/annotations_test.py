@@ -8,16 +8,42 @@ from epoch_gate.verdict.annotations import Style, github_line, lines
 from epoch_gate.cli.main import main
 from epoch_gate.verdict.report_test import EVIL_SHOWN, RAW_CONTROLS, evil_report, sample_report
 
-SEVERAL = {"reasons": [
-    {"code": "protected-path-changed", "severity": "closed", "path": "checks/catalog.yaml",
-     "expected": "unchanged (protected)", "found": "modified", "message": "a protected path is modified"},
-    {"code": "base-untrusted", "severity": "closed", "path": ".", "expected": "an ancestor of origin/main",
-     "found": "abc", "message": "the base is not reviewed history"},
-    {"code": "replay-failed", "severity": "closed", "path": "checks:orders_properties", "expected": "exit 0",
-     "found": "exit 1", "message": "the replay did not evaluate: 50% done,\nthen: boom"},
-    {"code": "flake-frozen", "severity": "hold", "path": "freezes/retry.json", "expected": "", "found": "",
-     "message": "covered by a freeze"},
-]}
+SEVERAL = {
+    "reasons": [
+        {
+            "code": "protected-path-changed",
+            "severity": "closed",
+            "path": "checks/catalog.yaml",
+            "expected": "unchanged (protected)",
+            "found": "modified",
+            "message": "a protected path is modified",
+        },
+        {
+            "code": "base-untrusted",
+            "severity": "closed",
+            "path": ".",
+            "expected": "an ancestor of origin/main",
+            "found": "abc",
+            "message": "the base is not reviewed history",
+        },
+        {
+            "code": "replay-failed",
+            "severity": "closed",
+            "path": "checks:orders_properties",
+            "expected": "exit 0",
+            "found": "exit 1",
+            "message": "the replay did not evaluate: 50% done,\nthen: boom",
+        },
+        {
+            "code": "flake-frozen",
+            "severity": "hold",
+            "path": "freezes/retry.json",
+            "expected": "",
+            "found": "",
+            "message": "covered by a freeze",
+        },
+    ]
+}
 
 
 def test_one_github_annotation_per_reason_on_the_file_concerned() -> None:
@@ -40,8 +66,10 @@ def test_workflow_command_properties_are_escaped() -> None:
 
 def test_plain_lines_lead_with_the_path() -> None:
     out = lines(SEVERAL, Style.PLAIN)
-    assert out[0] == ("checks/catalog.yaml: closed [protected-path-changed] a protected path is modified"
-                      " (expected unchanged (protected); found modified)")
+    assert out[0] == (
+        "checks/catalog.yaml: closed [protected-path-changed] a protected path is modified"
+        " (expected unchanged (protected); found modified)"
+    )
     assert out[1].startswith(".: closed [base-untrusted]") and "\n" not in out[2]
     assert lines(SEVERAL, Style.NONE) == [] and lines({"reasons": []}, Style.GITHUB) == []
 
@@ -58,8 +86,9 @@ def test_the_cli_annotates_a_real_report(tmp_path: Path, capsys: pytest.CaptureF
 
 
 @pytest.mark.parametrize("content", [b"", b"[]", b'{"reasons": 3}', b"\xff"])
-def test_the_cli_refuses_a_report_it_cannot_read(tmp_path: Path, content: bytes,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_report_it_cannot_read(
+    tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "report.json"
     path.write_bytes(content)
     assert main(["annotations", str(path), "--format", "plain"]) == 1
@@ -76,6 +105,7 @@ def test_annotations_show_the_changes_control_characters_as_escapes() -> None:
     assert all(line.startswith(("::error ", "::warning ")) for line in github)
     assert not any(line.startswith("::") for line in plain)
     assert any(line.startswith(f"{EVIL_SHOWN}: closed [protected-path-changed]") for line in plain)
-    line = github_line({"code": "x", "severity": "closed", "path": "a,b%\n\x1b\u2028\u202e.json",
-                        "message": "m\r\n::stop-commands::t"})
+    line = github_line(
+        {"code": "x", "severity": "closed", "path": "a,b%\n\x1b\u2028\u202e.json", "message": "m\r\n::stop-commands::t"}
+    )
     assert line == "::error file=a%2Cb%25\\n\\x1b\\u2028\\u202e.json,title=epoch_gate x::m\\r\\n::stop-commands::t"

@@ -61,10 +61,18 @@ def policy_identities(report: Report) -> dict[str, Optional[str]]:
     out: dict[str, Optional[str]] = {}
     for suite in report.suites:
         ids = suite.identities
-        out.update({f"{suite.address}.{name}": value for name, value in (
-            ("epoch_id", ids.epoch_id), ("generator_sha256", ids.generator_sha256),
-            ("manifest_sha256", ids.manifest_sha256), ("world_sha256", ids.world_sha256),
-            ("isolation", ids.isolation))})
+        out.update(
+            {
+                f"{suite.address}.{name}": value
+                for name, value in (
+                    ("epoch_id", ids.epoch_id),
+                    ("generator_sha256", ids.generator_sha256),
+                    ("manifest_sha256", ids.manifest_sha256),
+                    ("world_sha256", ids.world_sha256),
+                    ("isolation", ids.isolation),
+                )
+            }
+        )
         held = suite.held_out
         if held.drawn:
             out[f"{suite.address}.held_out_seed_sha256"] = held.seed_sha256
@@ -97,44 +105,85 @@ def rfc3339(time: datetime.datetime) -> str:
     return time.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def statement(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: datetime.datetime,
-              repository: str, oracle_commit: str, verifier_id: str = VERIFIER_ID) -> dict[str, Any]:
+def statement(
+    report: Report,
+    tree: ReviewedTree,
+    report_bytes: bytes,
+    *,
+    time: datetime.datetime,
+    repository: str,
+    oracle_commit: str,
+    verifier_id: str = VERIFIER_ID,
+) -> dict[str, Any]:
     identities = policy_identities(report)
     passed = report.verdict.label is Label.ELIGIBLE
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": SUBJECT_NAME, "digest": tree.digest()},
-                    {"name": REPORT_NAME, "digest": {"sha256": sha256_bytes(report_bytes)}}],
+        "subject": [
+            {"name": SUBJECT_NAME, "digest": tree.digest()},
+            {"name": REPORT_NAME, "digest": {"sha256": sha256_bytes(report_bytes)}},
+        ],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "verifier": {"id": verifier_id, "version": {"epoch_gate": epoch_gate.__version__}},
             "timeVerified": rfc3339(time),
             "resourceUri": resource_uri(repository, tree),
-            "policy": {"name": POLICY_NAME, "uri": _git_uri(repository, oracle_commit),
-                       "digest": {"sha256": sha256_bytes(canonical_json(identities))},
-                       "annotations": identities},
+            "policy": {
+                "name": POLICY_NAME,
+                "uri": _git_uri(repository, oracle_commit),
+                "digest": {"sha256": sha256_bytes(canonical_json(identities))},
+                "annotations": identities,
+            },
             "verificationResult": "PASSED" if passed else "FAILED",
             "verifiedLevels": verified_levels(report),
         },
     }
 
 
-def statement_bytes(report: Report, tree: ReviewedTree, report_bytes: bytes, *, time: datetime.datetime,
-                    repository: str, oracle_commit: str, verifier_id: str = VERIFIER_ID) -> bytes:
-    value = statement(report, tree, report_bytes, time=time, repository=repository, oracle_commit=oracle_commit,
-                      verifier_id=verifier_id)
+def statement_bytes(
+    report: Report,
+    tree: ReviewedTree,
+    report_bytes: bytes,
+    *,
+    time: datetime.datetime,
+    repository: str,
+    oracle_commit: str,
+    verifier_id: str = VERIFIER_ID,
+) -> bytes:
+    value = statement(
+        report,
+        tree,
+        report_bytes,
+        time=time,
+        repository=repository,
+        oracle_commit=oracle_commit,
+        verifier_id=verifier_id,
+    )
     return canonical_json(value) + b"\n"
 
 
-def output_files(report: Report, witnesses: Mapping[str, bytes], tree: Optional[ReviewedTree], *,
-                 time: datetime.datetime, root: Path, verifier_id: str = VERIFIER_ID) -> dict[str, bytes]:
+def output_files(
+    report: Report,
+    witnesses: Mapping[str, bytes],
+    tree: Optional[ReviewedTree],
+    *,
+    time: datetime.datetime,
+    root: Path,
+    verifier_id: str = VERIFIER_ID,
+) -> dict[str, bytes]:
     """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree.
 
     `root` is the checkout the gate ran in: its origin names the repository, its HEAD the oracle's commit.
     """
     files = reports.output_files(report, witnesses)
     if tree is not None and should_attest(report):
-        files[STATEMENT_FILE] = statement_bytes(report, tree, files[REPORT_NAME], time=time,
-                                                repository=repository_url(root), oracle_commit=head_commit(root),
-                                                verifier_id=verifier_id)
+        files[STATEMENT_FILE] = statement_bytes(
+            report,
+            tree,
+            files[REPORT_NAME],
+            time=time,
+            repository=repository_url(root),
+            oracle_commit=head_commit(root),
+            verifier_id=verifier_id,
+        )
     return files

@@ -39,8 +39,9 @@ def eligible(report: Report) -> Report:
 
 
 def make(report: Report, tree: ReviewedTree = CLEAN) -> dict[str, Any]:
-    return attestation.statement(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY,
-                                 oracle_commit=ORACLE)
+    return attestation.statement(
+        report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY, oracle_commit=ORACLE
+    )
 
 
 def reference_validate(data: bytes) -> None:
@@ -63,8 +64,9 @@ def reference_validate(data: bytes) -> None:
 @pytest.mark.parametrize("passing", [False, True])
 def test_the_statement_is_a_vsa_v1_in_an_in_toto_v1_statement(tree: ReviewedTree, passing: bool) -> None:
     report = trusted(eligible(sample_report()) if passing else sample_report())
-    data = attestation.statement_bytes(report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY,
-                                       oracle_commit=ORACLE)
+    data = attestation.statement_bytes(
+        report, tree, report.to_bytes(), time=WHEN, repository=REPOSITORY, oracle_commit=ORACLE
+    )
     reference_validate(data)
     value = json.loads(data)
     assert layout_problems(value) == []
@@ -75,8 +77,10 @@ def test_the_statement_is_a_vsa_v1_in_an_in_toto_v1_statement(tree: ReviewedTree
 def test_the_subjects_are_the_reviewed_tree_and_the_report() -> None:
     report = sample_report()
     value = make(report)
-    assert value["subject"] == [{"name": "git-worktree", "digest": {"gitCommit": "1" * 40, "gitTree": "2" * 40}},
-                                {"name": "report.json", "digest": {"sha256": sha256_bytes(report.to_bytes())}}]
+    assert value["subject"] == [
+        {"name": "git-worktree", "digest": {"gitCommit": "1" * 40, "gitTree": "2" * 40}},
+        {"name": "report.json", "digest": {"sha256": sha256_bytes(report.to_bytes())}},
+    ]
     assert "inputAttestations" not in value["predicate"]
 
 
@@ -85,11 +89,20 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
     assert predicate["verifier"] == {"id": "pkg:generic/epoch-gate", "version": {"epoch_gate": "0.1.0"}}
     assert predicate["timeVerified"] == "2026-12-03T20:05:09Z"  # in UTC, whatever zone the clock gave
     assert predicate["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
-    identities = {"suite.epoch_id": "e1", "suite.generator_sha256": "a" * 64, "suite.manifest_sha256": "b" * 64,
-                  "suite.world_sha256": "c" * 64, "suite.isolation": None, "suite.held_out": f"not drawn: {LOCAL}"}
-    assert predicate["policy"] == {"name": "epoch_gate oracle", "uri": f"git+{REPOSITORY}@{ORACLE}",
-                                   "digest": {"sha256": sha256_bytes(canonical_json(identities))},
-                                   "annotations": identities}
+    identities = {
+        "suite.epoch_id": "e1",
+        "suite.generator_sha256": "a" * 64,
+        "suite.manifest_sha256": "b" * 64,
+        "suite.world_sha256": "c" * 64,
+        "suite.isolation": None,
+        "suite.held_out": f"not drawn: {LOCAL}",
+    }
+    assert predicate["policy"] == {
+        "name": "epoch_gate oracle",
+        "uri": f"git+{REPOSITORY}@{ORACLE}",
+        "digest": {"sha256": sha256_bytes(canonical_json(identities))},
+        "annotations": identities,
+    }
 
 
 def test_only_eligible_passes() -> None:
@@ -106,21 +119,28 @@ JAILED = "bubblewrap 0.8.0: no working tree, no network, the product in a jail o
 
 def isolated(report: Report, *isolation: str) -> Report:
     (suite,) = report.suites
-    suites = tuple(dataclasses.replace(suite, address=f"suite{i}",
-                                       identities=dataclasses.replace(suite.identities, isolation=text))
-                   for i, text in enumerate(isolation))
+    suites = tuple(
+        dataclasses.replace(
+            suite, address=f"suite{i}", identities=dataclasses.replace(suite.identities, isolation=text)
+        )
+        for i, text in enumerate(isolation)
+    )
     return dataclasses.replace(report, suites=suites)
 
 
-@pytest.mark.parametrize("isolation, levels", [
-    ((JAILED,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
-    ((JAILED, JAILED), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
-    ((JAILED, "none (bubblewrap unavailable)"), ["EPOCH_GATE_ELIGIBLE"]),
-    (("UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable)",), ["EPOCH_GATE_ELIGIBLE"]),
-    (("bubblewrap 0.8.0: no working tree, no network, clock stopped at x",), ["EPOCH_GATE_ELIGIBLE"]),
-])
-def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(isolation: tuple[str, ...],
-                                                                               levels: list[str]) -> None:
+@pytest.mark.parametrize(
+    "isolation, levels",
+    [
+        ((JAILED,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+        ((JAILED, JAILED), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+        ((JAILED, "none (bubblewrap unavailable)"), ["EPOCH_GATE_ELIGIBLE"]),
+        (("UNJAILED ([gate].unsafe_allow_unjailed_verdict): none (bubblewrap unavailable)",), ["EPOCH_GATE_ELIGIBLE"]),
+        (("bubblewrap 0.8.0: no working tree, no network, clock stopped at x",), ["EPOCH_GATE_ELIGIBLE"]),
+    ],
+)
+def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(
+    isolation: tuple[str, ...], levels: list[str]
+) -> None:
     report = eligible(isolated(sample_report(), *isolation))
     predicate = make(report)["predicate"]
     assert predicate["verifiedLevels"] == levels
@@ -131,23 +151,32 @@ def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(i
 DRAWN = HeldOut(True, seed_sha256="5" * 64, world_sha256="7" * 64, records=(("b", 3),), cached=False)
 
 
-@pytest.mark.parametrize("held_out, levels", [
-    ((DRAWN,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", "EPOCH_GATE_HELD_OUT"]),
-    ((DRAWN, HeldOut(False, "opted out")), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
-    ((HeldOut(False, "no key"),), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
-])
-def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(held_out: tuple[HeldOut, ...],
-                                                                           levels: list[str]) -> None:
+@pytest.mark.parametrize(
+    "held_out, levels",
+    [
+        ((DRAWN,), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", "EPOCH_GATE_HELD_OUT"]),
+        ((DRAWN, HeldOut(False, "opted out")), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+        ((HeldOut(False, "no key"),), ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]),
+    ],
+)
+def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(
+    held_out: tuple[HeldOut, ...], levels: list[str]
+) -> None:
     report = isolated(sample_report(), *(JAILED,) * len(held_out))
-    report = eligible(dataclasses.replace(report, suites=tuple(
-        dataclasses.replace(suite, held_out=held) for suite, held in zip(report.suites, held_out))))
+    report = eligible(
+        dataclasses.replace(
+            report,
+            suites=tuple(dataclasses.replace(suite, held_out=held) for suite, held in zip(report.suites, held_out)),
+        )
+    )
     predicate = make(report)["predicate"]
     assert predicate["verifiedLevels"] == levels
     annotations = predicate["policy"]["annotations"]
     assert {k: v for k, v in annotations.items() if ".held_out" in k} == {
         **{f"suite{i}.held_out_seed_sha256": "5" * 64 for i, h in enumerate(held_out) if h.drawn},
         **{f"suite{i}.held_out_world_sha256": "7" * 64 for i, h in enumerate(held_out) if h.drawn},
-        **{f"suite{i}.held_out": f"not drawn: {h.why}" for i, h in enumerate(held_out) if not h.drawn}}
+        **{f"suite{i}.held_out": f"not drawn: {h.why}" for i, h in enumerate(held_out) if not h.drawn},
+    }
 
 
 def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
@@ -158,8 +187,14 @@ def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
 
 def test_a_naive_time_is_refused() -> None:
     with pytest.raises(ValueError):
-        attestation.statement(sample_report(), CLEAN, b"", time=datetime.datetime(2026, 12, 3), repository=REPOSITORY,
-                              oracle_commit=ORACLE)
+        attestation.statement(
+            sample_report(),
+            CLEAN,
+            b"",
+            time=datetime.datetime(2026, 12, 3),
+            repository=REPOSITORY,
+            oracle_commit=ORACLE,
+        )
 
 
 def test_only_trusted_mode_writes_the_statement(tmp_path: Path) -> None:
@@ -171,41 +206,48 @@ def test_only_trusted_mode_writes_the_statement(tmp_path: Path) -> None:
     statement = json.loads(files[attestation.STATEMENT_FILE])
     assert statement["subject"][1]["digest"] == {"sha256": sha256_bytes(files["report.json"])}
     assert statement["predicate"]["resourceUri"] == f"git+{tmp_path.resolve().as_uri()}@{'1' * 40}"
-    assert statement["predicate"]["policy"]["uri"] == f"git+{tmp_path.resolve().as_uri()}@" + \
-        git(tmp_path, "rev-parse", "HEAD")
-    assert attestation.STATEMENT_FILE not in attestation.output_files(trusted(local), {}, None, time=WHEN,
-                                                                      root=tmp_path)
+    assert statement["predicate"]["policy"]["uri"] == f"git+{tmp_path.resolve().as_uri()}@" + git(
+        tmp_path, "rev-parse", "HEAD"
+    )
+    assert attestation.STATEMENT_FILE not in attestation.output_files(
+        trusted(local), {}, None, time=WHEN, root=tmp_path
+    )
 
 
-@pytest.mark.parametrize("edit, problem", [
-    (lambda s: s.update(_type="https://in-toto.io/Statement/v0.1"), "_type"),
-    (lambda s: s.update(subject=[]), "subject"),
-    (lambda s: s["subject"][0].update(digest={}), "subject[0].digest"),
-    (lambda s: s["subject"][0]["digest"].update(gitTree="ABC"), "gitTree"),
-    (lambda s: s["subject"][0]["digest"].update(md5="0" * 32), "unknown algorithm"),
-    (lambda s: s["subject"][1]["digest"].update(sha256="0"), "subject[1].digest"),
-    (lambda s: s["subject"].pop(), "report.json"),
-    (lambda s: s.update(predicateType="verdict"), "predicateType"),
-    (lambda s: s.update(predicate=[]), "predicate"),
-    (lambda s: s["predicate"].pop("verifier"), "verifier.id"),
-    (lambda s: s["predicate"]["verifier"].update(id="epoch gate"), "verifier.id"),
-    (lambda s: s["predicate"]["verifier"].update(version={"epoch_gate": 1}), "verifier.version"),
-    (lambda s: s["predicate"].update(timeVerified="2026-12-03 20:05:09"), "timeVerified"),
-    (lambda s: s["predicate"].update(timeVerified="2026-12-03T21:05:09+01:00"), "timeVerified"),
-    (lambda s: s["predicate"].pop("resourceUri"), "resourceUri"),
-    (lambda s: s["predicate"]["policy"].pop("uri"), "policy.uri"),
-    (lambda s: s["predicate"]["policy"]["digest"].update(sha256="0"), "policy.digest"),
-    (lambda s: s["predicate"].update(inputAttestations=[{"uri": "https://example.com/a"}]), "inputAttestations"),
-    (lambda s: s["predicate"].update(verificationResult="failed"), "verificationResult"),
-    (lambda s: s["predicate"].update(verificationResult="PASSED"), "FAILED exactly when"),
-    (lambda s: s["predicate"].update(verifiedLevels="FAILED"), "verifiedLevels"),
-    (lambda s: s["predicate"].update(verifiedLevels=[]), "verifiedLevels"),
-    (lambda s: s["predicate"]["verifiedLevels"].append("SLSA_EPOCH_GATE"), "must not start with SLSA_"),
-    (lambda s: s["predicate"]["verifiedLevels"].extend(["SLSA_BUILD_LEVEL_1", "SLSA_BUILD_LEVEL_2"]),
-     "more than one level"),
-    (lambda s: s["predicate"].update(dependencyLevels={"SLSA_BUILD_LEVEL_1": -1}), "dependencyLevels"),
-    (lambda s: s["predicate"].update(slsaVersion="1"), "slsaVersion"),
-])
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (lambda s: s.update(_type="https://in-toto.io/Statement/v0.1"), "_type"),
+        (lambda s: s.update(subject=[]), "subject"),
+        (lambda s: s["subject"][0].update(digest={}), "subject[0].digest"),
+        (lambda s: s["subject"][0]["digest"].update(gitTree="ABC"), "gitTree"),
+        (lambda s: s["subject"][0]["digest"].update(md5="0" * 32), "unknown algorithm"),
+        (lambda s: s["subject"][1]["digest"].update(sha256="0"), "subject[1].digest"),
+        (lambda s: s["subject"].pop(), "report.json"),
+        (lambda s: s.update(predicateType="verdict"), "predicateType"),
+        (lambda s: s.update(predicate=[]), "predicate"),
+        (lambda s: s["predicate"].pop("verifier"), "verifier.id"),
+        (lambda s: s["predicate"]["verifier"].update(id="epoch gate"), "verifier.id"),
+        (lambda s: s["predicate"]["verifier"].update(version={"epoch_gate": 1}), "verifier.version"),
+        (lambda s: s["predicate"].update(timeVerified="2026-12-03 20:05:09"), "timeVerified"),
+        (lambda s: s["predicate"].update(timeVerified="2026-12-03T21:05:09+01:00"), "timeVerified"),
+        (lambda s: s["predicate"].pop("resourceUri"), "resourceUri"),
+        (lambda s: s["predicate"]["policy"].pop("uri"), "policy.uri"),
+        (lambda s: s["predicate"]["policy"]["digest"].update(sha256="0"), "policy.digest"),
+        (lambda s: s["predicate"].update(inputAttestations=[{"uri": "https://example.com/a"}]), "inputAttestations"),
+        (lambda s: s["predicate"].update(verificationResult="failed"), "verificationResult"),
+        (lambda s: s["predicate"].update(verificationResult="PASSED"), "FAILED exactly when"),
+        (lambda s: s["predicate"].update(verifiedLevels="FAILED"), "verifiedLevels"),
+        (lambda s: s["predicate"].update(verifiedLevels=[]), "verifiedLevels"),
+        (lambda s: s["predicate"]["verifiedLevels"].append("SLSA_EPOCH_GATE"), "must not start with SLSA_"),
+        (
+            lambda s: s["predicate"]["verifiedLevels"].extend(["SLSA_BUILD_LEVEL_1", "SLSA_BUILD_LEVEL_2"]),
+            "more than one level",
+        ),
+        (lambda s: s["predicate"].update(dependencyLevels={"SLSA_BUILD_LEVEL_1": -1}), "dependencyLevels"),
+        (lambda s: s["predicate"].update(slsaVersion="1"), "slsaVersion"),
+    ],
+)
 def test_layout_problems_name_what_is_wrong(edit, problem: str) -> None:
     value = make(sample_report())
     edit(value)
@@ -215,8 +257,11 @@ def test_layout_problems_name_what_is_wrong(edit, problem: str) -> None:
 
 def test_the_optional_vsa_fields_are_accepted_when_well_formed() -> None:
     value = make(sample_report())
-    value["predicate"].update(dependencyLevels={"SLSA_BUILD_LEVEL_3": 2}, slsaVersion="1.1",
-                              inputAttestations=[{"uri": "https://example.com/a", "digest": {"sha256": "0" * 64}}])
+    value["predicate"].update(
+        dependencyLevels={"SLSA_BUILD_LEVEL_3": 2},
+        slsaVersion="1.1",
+        inputAttestations=[{"uri": "https://example.com/a", "digest": {"sha256": "0" * 64}}],
+    )
     value["predicate"].pop("timeVerified")  # optional since VSA 1.1
     assert layout_problems(value) == []
 

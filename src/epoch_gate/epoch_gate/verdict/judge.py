@@ -119,16 +119,32 @@ def _duplicate_epochs(suites: Sequence[SuiteFacts]) -> list[Reason]:
     for suite in suites:
         if suite.identities.epoch_id is not None:
             pins[suite.identities.epoch_id].add(suite.oracle.pin)
-    return [Reason(Code.EPOCH_ID_DUPLICATE, sorted(paths)[1], "one fixture per epoch id", ", ".join(sorted(paths)),
-                   f"epoch id {epoch} is pinned by {len(paths)} fixtures: give each its own")
-            for epoch, paths in sorted(pins.items()) if len(paths) > 1]
+    return [
+        Reason(
+            Code.EPOCH_ID_DUPLICATE,
+            sorted(paths)[1],
+            "one fixture per epoch id",
+            ", ".join(sorted(paths)),
+            f"epoch id {epoch} is pinned by {len(paths)} fixtures: give each its own",
+        )
+        for epoch, paths in sorted(pins.items())
+        if len(paths) > 1
+    ]
 
 
 def _stray_freezes(freezes: Sequence[Freeze], known: set[str]) -> list[Reason]:
     """A freeze naming no suite of the repository covers nothing: it holds until deleted."""
-    return [Reason(Code.FREEZE_UNUSED, f.path, "the address of a sampled_properties target", f.suite,
-                   "the freeze names no suite of this repository: delete it")
-            for f in freezes if f.suite not in known]
+    return [
+        Reason(
+            Code.FREEZE_UNUSED,
+            f.path,
+            "the address of a sampled_properties target",
+            f.suite,
+            "the freeze names no suite of this repository: delete it",
+        )
+        for f in freezes
+        if f.suite not in known
+    ]
 
 
 def _touches(oracle: SuiteOracle, changed: Sequence[ChangedPath]) -> bool:
@@ -139,17 +155,24 @@ def _touches(oracle: SuiteOracle, changed: Sequence[ChangedPath]) -> bool:
     return any(c.path in files or os.path.dirname(c.path) in folders for c in changed)
 
 
-def _oracle_changes(change: ChangeFacts, oracles: Sequence[SuiteOracle], read_base: Optional[Reader],
-                    read_change: Reader, protected: ProtectedSet) -> tuple[OracleChange, ...]:
+def _oracle_changes(
+    change: ChangeFacts,
+    oracles: Sequence[SuiteOracle],
+    read_base: Optional[Reader],
+    read_change: Reader,
+    protected: ProtectedSet,
+) -> tuple[OracleChange, ...]:
     if read_base is None or not change.changed or not protected_changes(change.changed, protected):
         return ()
     found: dict[OracleChange, None] = dict.fromkeys(
-        evidence_changes(change.changed, change.freezes_dir, change.observations_dir))
+        evidence_changes(change.changed, change.freezes_dir, change.observations_dir)
+    )
     # Only the suites whose oracle the change touches are read: at hundreds of suites, reading every
     # oracle from git on each protected change costs more than the judgement.
     for oracle in (o for o in oracles if _touches(o, change.changed)):
-        paths = OraclePaths(oracle.pin, oracle.manifest, oracle.catalog, oracle.predicates, change.freezes_dir,
-                            change.observations_dir)
+        paths = OraclePaths(
+            oracle.pin, oracle.manifest, oracle.catalog, oracle.predicates, change.freezes_dir, change.observations_dir
+        )
         found.update(dict.fromkeys(oracle_changes(paths, change.changed, read_base, read_change)))
     return tuple(found)
 
@@ -165,27 +188,51 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
     folder = f"{change.out}/{suite_folder(suite.address)}/observations"
     held_evidence = None
     if held.status.drawn:
-        held_evidence = HeldOutEvidence(held.identities or Identities(None, None, None),
-                                        held.replay.result if held.replay else None, held.expected,
-                                        held.replay.observations if held.replay else ())
+        held_evidence = HeldOutEvidence(
+            held.identities or Identities(None, None, None),
+            held.replay.result if held.replay else None,
+            held.expected,
+            held.replay.observations if held.replay else (),
+        )
     witness_ids = {o.id for r in replays for o in r.observations}
-    verdict = judge_suite(SuiteEvidence(
-        address=suite.address, identities=suite.identities, replay=replay.result if replay else None,
-        observations=pinned, freezes=tuple(f for f in change.freezes if f.suite == suite.address),
-        today=change.today,
-        findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
-        witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids} if change.out else {},
-        expected=suite.expected,
-        held_out=held_evidence))
+    verdict = judge_suite(
+        SuiteEvidence(
+            address=suite.address,
+            identities=suite.identities,
+            replay=replay.result if replay else None,
+            observations=pinned,
+            freezes=tuple(f for f in change.freezes if f.suite == suite.address),
+            today=change.today,
+            findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
+            witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids} if change.out else {},
+            expected=suite.expected,
+            held_out=held_evidence,
+        )
+    )
     shown = worst_by_id(by_id(pinned), by_id(held_evidence.observations if held_evidence else ()))
-    return (SuiteReport(suite.address, verdict, suite.identities, replay.result if replay else None,
-                        tuple(shown.values()), suite.cached, held.status,
-                        held.replay.result if held.replay else None),
-            {oid: data for r in replays for oid, data in r.witnesses.items()})
+    return (
+        SuiteReport(
+            suite.address,
+            verdict,
+            suite.identities,
+            replay.result if replay else None,
+            tuple(shown.values()),
+            suite.cached,
+            held.status,
+            held.replay.result if held.replay else None,
+        ),
+        {oid: data for r in replays for oid, data in r.witnesses.items()},
+    )
 
 
-def judge(change: ChangeFacts, suites: Sequence[SuiteFacts], *, read_base: Optional[Reader], read_change: Reader,
-          root: Optional[Path] = None) -> Judgement:
+def judge(
+    change: ChangeFacts,
+    suites: Sequence[SuiteFacts],
+    *,
+    read_base: Optional[Reader],
+    read_change: Reader,
+    root: Optional[Path] = None,
+) -> Judgement:
     """Every suite in scope judged on its own evidence, the change judged against the repository's
     protected set; the verdict is the worst of them, and no suite in scope is `closed`.
 
@@ -199,8 +246,15 @@ def judge(change: ChangeFacts, suites: Sequence[SuiteFacts], *, read_base: Optio
         reasons += irregular_paths(root, protected.paths, (change.observations_dir, change.freezes_dir), plain)
     reasons += changed_reasons(change.changed, protected, reasons)
     if not suites:
-        reasons.append(Reason(Code.ARTIFACT_MISSING, ".", "at least one sampled_properties target in scope",
-                              "none", "no suite in scope: nothing was judged"))
+        reasons.append(
+            Reason(
+                Code.ARTIFACT_MISSING,
+                ".",
+                "at least one sampled_properties target in scope",
+                "none",
+                "no suite in scope: nothing was judged",
+            )
+        )
     reasons += _duplicate_epochs(suites)
     reasons += _stray_freezes(change.freezes, {o.address for o in change.oracles} | {s.address for s in suites})
 
@@ -209,6 +263,13 @@ def judge(change: ChangeFacts, suites: Sequence[SuiteFacts], *, read_base: Optio
     labels = [label_of(reasons), *(r.verdict.label for r in reports)]
     verdict = Verdict(min(labels, key=lambda label: label.rank), tuple(reasons))
     oracles = {o.address: o for o in (*change.oracles, *(s.oracle for s in suites))}
-    report = Report(verdict, reports, change.base, change.changed, protected,
-                    _oracle_changes(change, list(oracles.values()), read_base, read_change, protected), change.mode)
+    report = Report(
+        verdict,
+        reports,
+        change.base,
+        change.changed,
+        protected,
+        _oracle_changes(change, list(oracles.values()), read_base, read_change, protected),
+        change.mode,
+    )
     return Judgement(report, {oid: data for _, witnesses in judged for oid, data in witnesses.items()})

@@ -28,31 +28,68 @@ def oracle(address: str) -> SuiteOracle:
     return SuiteOracle(address, f"{name}/EPOCH", f"{name}/manifest.json", f"{name}/catalog.yaml", ())
 
 
-def observed(address: str, status: str = "fail", prop: str = "p", witness: bytes = b'{"id":1}',
-             epoch: Optional[str] = None) -> Observation:
-    return make_observation(suite=address, epoch_id=epoch or f"{address}-e", prop=prop, status=status,
-                            rerun_passed=status == "flake", witness=witness, bound="b", line=1, detail="returned False")
+def observed(
+    address: str, status: str = "fail", prop: str = "p", witness: bytes = b'{"id":1}', epoch: Optional[str] = None
+) -> Observation:
+    return make_observation(
+        suite=address,
+        epoch_id=epoch or f"{address}-e",
+        prop=prop,
+        status=status,
+        rerun_passed=status == "flake",
+        witness=witness,
+        bound="b",
+        line=1,
+        detail="returned False",
+    )
 
 
-def suite(address: str, *found: Observation, epoch: Optional[str] = None, replayed_as: Optional[str] = None,
-          findings: Sequence[Reason] = ()) -> SuiteFacts:
+def suite(
+    address: str,
+    *found: Observation,
+    epoch: Optional[str] = None,
+    replayed_as: Optional[str] = None,
+    findings: Sequence[Reason] = (),
+) -> SuiteFacts:
     """A suite whose replay of one property `p` over 10 records passed, or found `found`."""
     epoch = epoch or f"{address}-e"
     ids = Identities(epoch, "g" * 64, "m" * 64, "w" * 64)
-    outcome = PropertyOutcome("p", "b", 10, found[0].status if found else "pass", tuple(o.id for o in found), "",
-                              failures=sum(o.status == "fail" for o in found))
+    outcome = PropertyOutcome(
+        "p",
+        "b",
+        10,
+        found[0].status if found else "pass",
+        tuple(o.id for o in found),
+        "",
+        failures=sum(o.status == "fail" for o in found),
+    )
     result = ReplayResult(replayed_as or address, epoch, "m" * 64, "w" * 64, (outcome,))
     replay = ReplayEvidence(result, found, {o.id: b'{"id":1}' for o in found}, ())
     return SuiteFacts(oracle(address), ids, Expected((("p", "b"),), {"b": 10}), replay, tuple(findings))
 
 
-def facts(*, changed: Optional[tuple[ChangedPath, ...]] = PRODUCT_CHANGE, freezes: Sequence[Freeze] = (),
-          archive: Sequence[Observation] = (), known: Sequence[str] = ("payments:props", "inventory:props"),
-          findings: Sequence[Reason] = ()) -> ChangeFacts:
-    return ChangeFacts(mode="local", base=None, changed=changed, protected=PROTECTED,
-                       oracles=tuple(oracle(a) for a in known), archive=tuple(archive), freezes=tuple(freezes),
-                       today=TODAY, observations_dir="observations", freezes_dir="freezes", out="dist/gate",
-                       findings=tuple(findings))
+def facts(
+    *,
+    changed: Optional[tuple[ChangedPath, ...]] = PRODUCT_CHANGE,
+    freezes: Sequence[Freeze] = (),
+    archive: Sequence[Observation] = (),
+    known: Sequence[str] = ("payments:props", "inventory:props"),
+    findings: Sequence[Reason] = (),
+) -> ChangeFacts:
+    return ChangeFacts(
+        mode="local",
+        base=None,
+        changed=changed,
+        protected=PROTECTED,
+        oracles=tuple(oracle(a) for a in known),
+        archive=tuple(archive),
+        freezes=tuple(freezes),
+        today=TODAY,
+        observations_dir="observations",
+        freezes_dir="freezes",
+        out="dist/gate",
+        findings=tuple(findings),
+    )
 
 
 def judged(change: ChangeFacts, *suites: SuiteFacts, read_base=None) -> Judgement:  # type: ignore[no-untyped-def]
@@ -98,10 +135,20 @@ def test_the_protected_set_is_the_repositorys_whatever_the_scope() -> None:
 
 
 def test_what_the_base_pinned_stays_protected() -> None:
-    base_pin = canonical_json({"schema": 1, "epoch_id": "old", "generator": "gen/old.py", "generator_sha256": "a" * 64,
-                               "inputs": [{"path": "gen/in.json", "sha256": "b" * 64}]})
-    j = judged(facts(changed=(ChangedPath("gen/in.json", "deleted"),)), suite("payments:props"),
-               read_base=lambda path: base_pin if path == "payments/EPOCH" else None)
+    base_pin = canonical_json(
+        {
+            "schema": 1,
+            "epoch_id": "old",
+            "generator": "gen/old.py",
+            "generator_sha256": "a" * 64,
+            "inputs": [{"path": "gen/in.json", "sha256": "b" * 64}],
+        }
+    )
+    j = judged(
+        facts(changed=(ChangedPath("gen/in.json", "deleted"),)),
+        suite("payments:props"),
+        read_base=lambda path: base_pin if path == "payments/EPOCH" else None,
+    )
     assert "gen/in.json" in j.report.protected.paths
     assert Code.PROTECTED_PATH_CHANGED in {r.code for r in j.report.verdict.reasons}
 
@@ -122,8 +169,9 @@ def test_observation_ids_differ_between_suites_sharing_a_property_and_bytes() ->
 
 def test_a_freeze_binds_to_its_suite_only() -> None:
     flake = observed("payments:props", "flake")
-    j = judged(facts(freezes=[freeze(flake, "payments:props")]), suite("payments:props", flake),
-               suite("inventory:props"))
+    j = judged(
+        facts(freezes=[freeze(flake, "payments:props")]), suite("payments:props", flake), suite("inventory:props")
+    )
     assert verdicts(j) == {"inventory:props": "eligible", "payments:props": "hold"}
     assert suite_codes(j, "payments:props") == {Code.FLAKE_FROZEN}
     # The same freeze claimed for inventory: it covers no flake there and holds inventory, not payments.
@@ -186,19 +234,31 @@ def test_only_the_oracles_a_change_touches_are_read_for_the_reviewer() -> None:
 
     change = dataclasses.replace(facts(changed=(ChangedPath("payments/EPOCH", "modified"),)), base="b" * 40)
     judge(change, [suite("payments:props"), suite("inventory:props")], read_base=reader, read_change=reader)
-    assert "payments/catalog.yaml" in read and not any(p.startswith("inventory/") and p != "inventory/EPOCH"
-                                                       for p in read)
+    assert "payments/catalog.yaml" in read and not any(
+        p.startswith("inventory/") and p != "inventory/EPOCH" for p in read
+    )
 
 
 def _held_out(address: str, *found: Observation, records: int = 10) -> HeldOutFacts:
     """A held-out replay of `p` over `records` records of another world, that passed or found `found`."""
     epoch = f"{address}-e"
-    outcome = PropertyOutcome("p", "b", records, found[0].status if found else "pass", tuple(o.id for o in found),
-                              "", failures=sum(o.status == "fail" for o in found))
+    outcome = PropertyOutcome(
+        "p",
+        "b",
+        records,
+        found[0].status if found else "pass",
+        tuple(o.id for o in found),
+        "",
+        failures=sum(o.status == "fail" for o in found),
+    )
     result = ReplayResult(address, epoch, "m" * 64, "h" * 64, (outcome,))
     status = HeldOut(True, seed_sha256="5" * 64, world_sha256="h" * 64, records=(("b", 10),))
-    return HeldOutFacts(status, Identities(epoch, "g" * 64, "m" * 64, "h" * 64), Expected((("p", "b"),), {"b": 10}),
-                        ReplayEvidence(result, found, {o.id: b'{"id":2}' for o in found}, ()))
+    return HeldOutFacts(
+        status,
+        Identities(epoch, "g" * 64, "m" * 64, "h" * 64),
+        Expected((("p", "b"),), {"b": 10}),
+        ReplayEvidence(result, found, {o.id: b'{"id":2}' for o in found}, ()),
+    )
 
 
 def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
@@ -206,7 +266,8 @@ def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
     j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props", failure)))
     (report,) = j.report.suites
     assert [(r.code, r.message) for r in report.verdict.reasons] == [
-        (Code.PROPERTY_FAILED, "held-out world: p: returned False")]
+        (Code.PROPERTY_FAILED, "held-out world: p: returned False")
+    ]
     assert j.witnesses == {failure.id: b'{"id":2}'}
     assert report.to_json()["held_out"]["properties"][0]["outcome"] == "fail"
 
@@ -214,15 +275,24 @@ def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
 def test_a_held_out_replay_is_checked_as_the_pinned_one_is() -> None:
     """Fewer records than the held-out world holds, or a replay over another world, is not evidence."""
     short = _held_out("payments:props", records=9)
-    elsewhere = dataclasses.replace(short, identities=Identities("payments:props-e", "g" * 64, "m" * 64, "x" * 64),
-                                    replay=dataclasses.replace(short.replay, result=dataclasses.replace(
-                                        short.replay.result, properties=(dataclasses.replace(
-                                            short.replay.result.properties[0], records=10),))))
+    elsewhere = dataclasses.replace(
+        short,
+        identities=Identities("payments:props-e", "g" * 64, "m" * 64, "x" * 64),
+        replay=dataclasses.replace(
+            short.replay,
+            result=dataclasses.replace(
+                short.replay.result, properties=(dataclasses.replace(short.replay.result.properties[0], records=10),)
+            ),
+        ),
+    )
     for held, code in ((short, Code.REPLAY_INCOMPLETE), (elsewhere, Code.WORLD_MISMATCH)):
         j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=held))
         assert suite_codes(j, "payments:props") == {code}
-    missing = dataclasses.replace(short, replay=None, findings=(Reason(
-        Code.HELD_OUT_UNAVAILABLE, "fixtures/gen.py", "a world from --seed", "exit 2", "no seed"),))
+    missing = dataclasses.replace(
+        short,
+        replay=None,
+        findings=(Reason(Code.HELD_OUT_UNAVAILABLE, "fixtures/gen.py", "a world from --seed", "exit 2", "no seed"),),
+    )
     j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=missing))
     assert suite_codes(j, "payments:props") == {Code.HELD_OUT_UNAVAILABLE, Code.REPLAY_FAILED}
 

@@ -23,8 +23,10 @@ SCHEMA_VERSION = 3
 # ran from the working tree under review, whose code and configuration can program the judge.
 Mode = Literal["trusted", "local"]
 MODES: tuple[Mode, ...] = ("trusted", "local")
-ADVISORY = ("judged from this working tree, whose code can program the judge; "
-            "only CI's trusted mode gives the verdict that counts")
+ADVISORY = (
+    "judged from this working tree, whose code can program the judge; "
+    "only CI's trusted mode gives the verdict that counts"
+)
 
 
 def suite_folder(address: str) -> str:
@@ -58,15 +60,26 @@ class SuiteReport:
             "verdict": self.verdict.label.value,
             "folder": self.folder,
             "cached": self.cached,
-            "identities": {**self.identities.to_json(),
-                           "witnesses": [{"observation_id": i, "witness_sha256": d}
-                                         for i, d in self.witness_digests()]},
-            "held_out": {**self.held_out.to_json(), **({"properties": [
-                p.to_json() for p in self.held_out_replay.properties] if self.held_out_replay else []}
-                if self.held_out.drawn else {})},
+            "identities": {
+                **self.identities.to_json(),
+                "witnesses": [{"observation_id": i, "witness_sha256": d} for i, d in self.witness_digests()],
+            },
+            "held_out": {
+                **self.held_out.to_json(),
+                **(
+                    {
+                        "properties": [p.to_json() for p in self.held_out_replay.properties]
+                        if self.held_out_replay
+                        else []
+                    }
+                    if self.held_out.drawn
+                    else {}
+                ),
+            },
             "properties": [p.to_json() for p in self.replay.properties] if self.replay else [],
-            "observations": [{**o.to_json(), "source": o.source}
-                             for o in sorted(self.observations, key=lambda o: (o.source, o.id))],
+            "observations": [
+                {**o.to_json(), "source": o.source} for o in sorted(self.observations, key=lambda o: (o.source, o.id))
+            ],
             "reasons": [r.to_json() for r in self.verdict.reasons],
         }
 
@@ -90,27 +103,31 @@ class Report:
 
     def all_reasons(self) -> list[tuple[str, Reason]]:
         """Every reason with the suite it belongs to ("" for the repository's)."""
-        return [("", r) for r in self.verdict.reasons] + [(s.address, r) for s in self.suites
-                                                          for r in s.verdict.reasons]
+        return [("", r) for r in self.verdict.reasons] + [
+            (s.address, r) for s in self.suites for r in s.verdict.reasons
+        ]
 
     def counts(self) -> dict[str, int]:
         return {label.value: sum(s.verdict.label is label for s in self.suites) for label in Label}
 
     def to_json(self) -> dict[str, object]:
-        return json_safe({
-            "schema_version": SCHEMA_VERSION,
-            "mode": self.mode,
-            "verdict": self.verdict.label.value,
-            "exit_code": self.verdict.label.exit_code,
-            "summary": {"suites": len(self.suites), **self.counts()},
-            "reasons": [r.to_json() for r in self.verdict.reasons],
-            "suites": [s.to_json() for s in self.suites],
-            "base": self.base,
-            "changed": None if self.changed is None else [{"path": c.path, "status": c.status}
-                                                          for c in self.changed],
-            "protected": self.protected.sorted_entries(),
-            "oracle_changes": [c.to_json() for c in self.oracle_changes],
-        })
+        return json_safe(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "mode": self.mode,
+                "verdict": self.verdict.label.value,
+                "exit_code": self.verdict.label.exit_code,
+                "summary": {"suites": len(self.suites), **self.counts()},
+                "reasons": [r.to_json() for r in self.verdict.reasons],
+                "suites": [s.to_json() for s in self.suites],
+                "base": self.base,
+                "changed": None
+                if self.changed is None
+                else [{"path": c.path, "status": c.status} for c in self.changed],
+                "protected": self.protected.sorted_entries(),
+                "oracle_changes": [c.to_json() for c in self.oracle_changes],
+            }
+        )
 
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json()) + b"\n"
@@ -153,8 +170,13 @@ def summary_rows(report: Report) -> list[tuple[str, str, str, str]]:
     verdict is closed. Where a replay came from is only in report.json: what is printed depends on the
     evidence alone, never on the state of a cache."""
     change = [(CHANGE_ROW, label_of(report.verdict.reasons).value, "-", "-")] if report.verdict.reasons else []
-    return [*change, *((s.address, s.verdict.label.value, s.identities.epoch_id or "?",
-                        (s.identities.manifest_sha256 or "?")[:12]) for s in report.suites)]
+    return [
+        *change,
+        *(
+            (s.address, s.verdict.label.value, s.identities.epoch_id or "?", (s.identities.manifest_sha256 or "?")[:12])
+            for s in report.suites
+        ),
+    ]
 
 
 def console_lines(report: Report) -> list[str]:
@@ -173,8 +195,9 @@ def console_lines(report: Report) -> list[str]:
     for reason in report.verdict.reasons:
         lines += _reason_lines(reason, "")
     for change in report.oracle_changes:
-        lines.append(f"oracle    {change.kind} {change.subject}: {_transition(change.before, change.after)}"
-                     f" ({change.note})")
+        lines.append(
+            f"oracle    {change.kind} {change.subject}: {_transition(change.before, change.after)}" f" ({change.note})"
+        )
     counts = report.counts()
     lines.append(f"suites    {len(report.suites)}: " + ", ".join(f"{n} {label}" for label, n in counts.items()))
     rows = summary_rows(report)
@@ -213,17 +236,24 @@ def _code(text: object) -> str:
 
 def _reason_table(reasons: Sequence[Reason]) -> list[str]:
     out = ["| severity | code | path | expected | found | message |", "|---|---|---|---|---|---|"]
-    return out + [f"| {r.code.severity.value} | `{r.code.value}` | {_code(r.path)} | {_cell(r.expected)} "
-                  f"| {_cell(r.found)} | {_cell(r.message)} |" for r in reasons]
+    return out + [
+        f"| {r.code.severity.value} | `{r.code.value}` | {_code(r.path)} | {_cell(r.expected)} "
+        f"| {_cell(r.found)} | {_cell(r.message)} |"
+        for r in reasons
+    ]
 
 
 def _suite_markdown(suite: SuiteReport) -> list[str]:
     ids = suite.identities
-    out = [f"### {_cell(suite.address)}: **{suite.verdict.label.value}**", "",
-           "| identity | value |", "|---|---|",
-           f"| epoch | {_code(ids.epoch_id)} (generator {_code(ids.generator_sha256)}) |",
-           f"| manifest | {_code(ids.manifest_sha256)} |",
-           f"| world | {_code(ids.world_sha256)} |"]
+    out = [
+        f"### {_cell(suite.address)}: **{suite.verdict.label.value}**",
+        "",
+        "| identity | value |",
+        "|---|---|",
+        f"| epoch | {_code(ids.epoch_id)} (generator {_code(ids.generator_sha256)}) |",
+        f"| manifest | {_code(ids.manifest_sha256)} |",
+        f"| world | {_code(ids.world_sha256)} |",
+    ]
     if ids.isolation:
         out.append(f"| isolation | {_cell(ids.isolation)} |")
     out.append(f"| held-out | {_cell(suite.held_out.line())} |")
@@ -233,10 +263,13 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
         out += [*_reason_table(suite.verdict.reasons), ""]
     if suite.replay:
         out += ["| property | outcome | records |", "|---|---|---|"]
-        out += [f"| {_code(p.name)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
-                for p in suite.replay.properties]
-        out += [f"| {_code(p.name)} (held-out) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
-                for p in (suite.held_out_replay.properties if suite.held_out_replay else ())]
+        out += [
+            f"| {_code(p.name)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |" for p in suite.replay.properties
+        ]
+        out += [
+            f"| {_code(p.name)} (held-out) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+            for p in (suite.held_out_replay.properties if suite.held_out_replay else ())
+        ]
         out.append("")
     return out
 
@@ -254,12 +287,19 @@ def markdown(report: Report) -> str:
     elif not any(s.verdict.reasons for s in report.suites) and report.suites:
         out += ["No reasons: in every suite the three identities agree and every sampled property held.", ""]
     if report.oracle_changes:
-        out += ["### What this change does to the oracle", "",
-                "Read this before approving an oracle change by hand.", "",
-                "| change | subject | before | after | note |", "|---|---|---|---|---|"]
-        out += [f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | "
-                f"{_cell(c.after) if c.after != c.before else '(unchanged)'} | {_cell(c.note)} |"
-                for c in report.oracle_changes]
+        out += [
+            "### What this change does to the oracle",
+            "",
+            "Read this before approving an oracle change by hand.",
+            "",
+            "| change | subject | before | after | note |",
+            "|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {_code(c.kind)} | {_code(c.subject)} | {_cell(c.before)} | "
+            f"{_cell(c.after) if c.after != c.before else '(unchanged)'} | {_cell(c.note)} |"
+            for c in report.oracle_changes
+        ]
         out.append("")
     for suite in report.suites:
         out += _suite_markdown(suite)

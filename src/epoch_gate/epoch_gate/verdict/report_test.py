@@ -18,18 +18,40 @@ from epoch_gate.reasons import Code, Reason
 from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.testutil import Evidence, one_suite
 
-FLAKE = make_observation(suite="suite", epoch_id="e1", prop="retry_applies_once", status="flake", rerun_passed=True,
-                         witness=b'{"id":1}', bound="retries", line=2, detail="predicate returned False")
+FLAKE = make_observation(
+    suite="suite",
+    epoch_id="e1",
+    prop="retry_applies_once",
+    status="flake",
+    rerun_passed=True,
+    witness=b'{"id":1}',
+    bound="retries",
+    line=2,
+    detail="predicate returned False",
+)
 
 
 def sample_report() -> report.Report:
     ids = Identities("e1", "a" * 64, "b" * 64, "c" * 64)
-    replay = ReplayResult("suite", "e1", "b" * 64, "c" * 64, (PropertyOutcome("retry_applies_once", "retries", 9, "flake",
-                                                           (FLAKE.id,), "x"),))
+    replay = ReplayResult(
+        "suite",
+        "e1",
+        "b" * 64,
+        "c" * 64,
+        (PropertyOutcome("retry_applies_once", "retries", 9, "flake", (FLAKE.id,), "x"),),
+    )
     protected = ProtectedSet(frozenset({"fixtures/EPOCH"}), ("freezes/",))
     changed = (ChangedPath("fixtures/EPOCH", "modified"),)
-    evidence = Evidence(ids, changed, protected, replay, (FLAKE,), (), datetime.date(2026, 12, 2),
-                        (Reason(Code.GENERATOR_MISMATCH, "g|py", "a", "b", "pipes | in text"),))
+    evidence = Evidence(
+        ids,
+        changed,
+        protected,
+        replay,
+        (FLAKE,),
+        (),
+        datetime.date(2026, 12, 2),
+        (Reason(Code.GENERATOR_MISMATCH, "g|py", "a", "b", "pipes | in text"),),
+    )
     return one_suite(evidence, "f" * 40)
 
 
@@ -95,8 +117,12 @@ def test_output_files_hold_the_witness_bytes() -> None:
     files = report.output_files(sample_report(), {FLAKE.id: b'{"id":1}'})
     folder = report.suite_folder("suite")
     assert files[f"{folder}/observations/{FLAKE.id}.bin"] == b'{"id":1}'
-    assert set(files) == {"report.json", "report.md", f"{folder}/observations/{FLAKE.id}.bin",
-                          f"{folder}/observations/{FLAKE.id}.json"}
+    assert set(files) == {
+        "report.json",
+        "report.md",
+        f"{folder}/observations/{FLAKE.id}.bin",
+        f"{folder}/observations/{FLAKE.id}.json",
+    }
 
 
 def test_suite_folders_are_one_segment_and_distinct() -> None:

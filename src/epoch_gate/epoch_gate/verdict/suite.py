@@ -40,9 +40,13 @@ class Identities:
     isolation: Optional[str] = None  # what jailed the generator and the replays (epoch_gate.runner.isolation)
 
     def to_json(self) -> dict[str, Optional[str]]:
-        return {"epoch_id": self.epoch_id, "generator_sha256": self.generator_sha256,
-                "manifest_sha256": self.manifest_sha256, "world_sha256": self.world_sha256,
-                "isolation": self.isolation}
+        return {
+            "epoch_id": self.epoch_id,
+            "generator_sha256": self.generator_sha256,
+            "manifest_sha256": self.manifest_sha256,
+            "world_sha256": self.world_sha256,
+            "isolation": self.isolation,
+        }
 
 
 @dataclass(frozen=True)
@@ -97,15 +101,17 @@ def worst_by_id(*tables: Mapping[str, Observation]) -> dict[str, Observation]:
     for table in tables:
         for oid, found in table.items():
             kept = merged.get(oid)
-            if kept is None or (kept.source == "archive" and found.source != "archive") or (
-                    kept.source == found.source and kept.is_flake and not found.is_flake):
+            if (
+                kept is None
+                or (kept.source == "archive" and found.source != "archive")
+                or (kept.source == found.source and kept.is_flake and not found.is_flake)
+            ):
                 merged[oid] = found
     return merged
 
 
 # The runner's own codes for a property it could not evaluate; any other is the predicate's error.
-_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED,
-                                     Code.REPLAY_FAILED)}
+_ERROR_CODES = {c.value: c for c in (Code.BOUND_MISSING, Code.RUNNER_PROTOCOL, Code.HANDLE_MISUSED, Code.REPLAY_FAILED)}
 
 
 def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
@@ -117,30 +123,66 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
     bound, over the pinned world, with witnesses for every non-pass."""
     problems = []
     if ids.world_sha256 is None or replay.world_sha256 != ids.world_sha256:
-        problems.append(Reason(Code.WORLD_MISMATCH, "replay", expected=str(ids.world_sha256),
-                               found=replay.world_sha256, message="the replay ran over another fixture world"))
+        problems.append(
+            Reason(
+                Code.WORLD_MISMATCH,
+                "replay",
+                expected=str(ids.world_sha256),
+                found=replay.world_sha256,
+                message="the replay ran over another fixture world",
+            )
+        )
     if expected is None:
-        return [*problems, _incomplete("replay", "the manifest's properties and the world's record counts",
-                                       "unavailable", "the replay's completeness cannot be checked")]
+        return [
+            *problems,
+            _incomplete(
+                "replay",
+                "the manifest's properties and the world's record counts",
+                "unavailable",
+                "the replay's completeness cannot be checked",
+            ),
+        ]
     found = tuple((p.name, p.bound) for p in replay.properties)
     if found != expected.properties:
-        problems.append(_incomplete("replay", ", ".join(n for n, _ in expected.properties)[:500],
-                                    ", ".join(n for n, _ in found)[:500],
-                                    "the replay did not evaluate exactly the manifest's properties"))
+        problems.append(
+            _incomplete(
+                "replay",
+                ", ".join(n for n, _ in expected.properties)[:500],
+                ", ".join(n for n, _ in found)[:500],
+                "the replay did not evaluate exactly the manifest's properties",
+            )
+        )
     for outcome in replay.properties:
         if outcome.outcome in ("fail", "flake") and not outcome.observation_ids:
-            problems.append(_incomplete(outcome.name, "the witnesses of a non-passing property", "none",
-                                        f"{outcome.name}: {outcome.outcome} without any observation"))
+            problems.append(
+                _incomplete(
+                    outcome.name,
+                    "the witnesses of a non-passing property",
+                    "none",
+                    f"{outcome.name}: {outcome.outcome} without any observation",
+                )
+            )
         if outcome.outcome == "fail" and outcome.failures < 1:
-            problems.append(_incomplete(outcome.name, "a count of failing records", str(outcome.failures),
-                                        f"{outcome.name}: fail without a failing record"))
+            problems.append(
+                _incomplete(
+                    outcome.name,
+                    "a count of failing records",
+                    str(outcome.failures),
+                    f"{outcome.name}: fail without a failing record",
+                )
+            )
         if outcome.outcome == "error":
             continue
         want = expected.records.get(outcome.bound, 0)
         if outcome.records != want or want == 0:
-            problems.append(_incomplete(outcome.name, f"{want} {outcome.bound} records",
-                                        f"{outcome.records} evaluated",
-                                        f"{outcome.name}: the replay did not evaluate every record of its bound"))
+            problems.append(
+                _incomplete(
+                    outcome.name,
+                    f"{want} {outcome.bound} records",
+                    f"{outcome.records} evaluated",
+                    f"{outcome.name}: the replay did not evaluate every record of its bound",
+                )
+            )
     return problems
 
 
@@ -150,27 +192,61 @@ class Verdict:
     reasons: tuple[Reason, ...]
 
 
-def _freeze_problems(freeze: Freeze, cited: Optional[Observation], epoch_id: Optional[str],
-                     today: datetime.date) -> list[Reason]:
+def _freeze_problems(
+    freeze: Freeze, cited: Optional[Observation], epoch_id: Optional[str], today: datetime.date
+) -> list[Reason]:
     problems = []
     if cited is None:
-        problems.append(Reason(Code.FREEZE_OBSERVATION_MISSING, freeze.path, expected=freeze.observation_id,
-                               found="missing", message="the freeze cites an observation that is not present "
-                                                        "(in this replay or the archive) with valid bytes"))
+        problems.append(
+            Reason(
+                Code.FREEZE_OBSERVATION_MISSING,
+                freeze.path,
+                expected=freeze.observation_id,
+                found="missing",
+                message="the freeze cites an observation that is not present "
+                "(in this replay or the archive) with valid bytes",
+            )
+        )
     if freeze.epoch_id != epoch_id:
-        problems.append(Reason(Code.FREEZE_WRONG_EPOCH, freeze.path, expected=str(epoch_id),
-                               found=freeze.epoch_id, message="the freeze was written for another epoch"))
+        problems.append(
+            Reason(
+                Code.FREEZE_WRONG_EPOCH,
+                freeze.path,
+                expected=str(epoch_id),
+                found=freeze.epoch_id,
+                message="the freeze was written for another epoch",
+            )
+        )
     if cited is not None and cited.epoch_id != epoch_id:
-        problems.append(Reason(Code.FREEZE_WRONG_EPOCH, freeze.path, expected=str(epoch_id),
-                               found=cited.epoch_id, message="the cited observation is from another epoch"))
+        problems.append(
+            Reason(
+                Code.FREEZE_WRONG_EPOCH,
+                freeze.path,
+                expected=str(epoch_id),
+                found=cited.epoch_id,
+                message="the cited observation is from another epoch",
+            )
+        )
     if cited is not None and not cited.is_flake:
-        problems.append(Reason(Code.FREEZE_NOT_A_FLAKE, freeze.path, expected="flake with rerun_passed=true",
-                               found=f"{cited.status}, rerun_passed={str(cited.rerun_passed).lower()}",
-                               message="only a flake (a failure whose rerun passed) can be frozen"))
+        problems.append(
+            Reason(
+                Code.FREEZE_NOT_A_FLAKE,
+                freeze.path,
+                expected="flake with rerun_passed=true",
+                found=f"{cited.status}, rerun_passed={str(cited.rerun_passed).lower()}",
+                message="only a flake (a failure whose rerun passed) can be frozen",
+            )
+        )
     if freeze.expired(today):
-        problems.append(Reason(Code.FREEZE_EXPIRED, freeze.path, expected=f"before {freeze.expires_on}",
-                               found=today.isoformat(), message="the freeze has expired: delete it; the "
-                                                                "witness stays"))
+        problems.append(
+            Reason(
+                Code.FREEZE_EXPIRED,
+                freeze.path,
+                expected=f"before {freeze.expires_on}",
+                found=today.isoformat(),
+                message="the freeze has expired: delete it; the " "witness stays",
+            )
+        )
     return problems
 
 
@@ -181,8 +257,9 @@ def label_of(reasons: Sequence[Reason]) -> Label:
     return Label.HOLD if reasons else Label.ELIGIBLE
 
 
-def changed_reasons(changed: Optional[tuple[ChangedPath, ...]], protected: ProtectedSet,
-                    findings: Sequence[Reason] = ()) -> list[Reason]:
+def changed_reasons(
+    changed: Optional[tuple[ChangedPath, ...]], protected: ProtectedSet, findings: Sequence[Reason] = ()
+) -> list[Reason]:
     """The changed set: unavailable, or touching a protected path (the repository's, not a suite's)."""
     if changed is not None:
         return list(protected_changes(changed, protected))
@@ -191,49 +268,98 @@ def changed_reasons(changed: Optional[tuple[ChangedPath, ...]], protected: Prote
     return [Reason(Code.CHANGED_SET_UNAVAILABLE, ".", "a changed set", "none", "the changed set could not be computed")]
 
 
-def _replay_reasons(evidence: SuiteEvidence, by_id: Mapping[str, Observation]) -> tuple[list[Reason], list[Observation]]:
+def _replay_reasons(
+    evidence: SuiteEvidence, by_id: Mapping[str, Observation]
+) -> tuple[list[Reason], list[Observation]]:
     """The replay: missing, of another suite, epoch or manifest, incomplete, or a property that failed or
     errored; and the flakes it found."""
     ids, replay, reasons, flakes = evidence.identities, evidence.replay, [], []
     if replay is None:
-        return [Reason(Code.REPLAY_FAILED, evidence.address, "a replay of the sampled properties", "none",
-                       "no replay result: the sampled properties were not evaluated")], []
+        return [
+            Reason(
+                Code.REPLAY_FAILED,
+                evidence.address,
+                "a replay of the sampled properties",
+                "none",
+                "no replay result: the sampled properties were not evaluated",
+            )
+        ], []
     if not replay.properties:
-        reasons.append(Reason(Code.REPLAY_FAILED, evidence.address, "at least one property", "none",
-                              "the replay evaluated no property"))
+        reasons.append(
+            Reason(
+                Code.REPLAY_FAILED,
+                evidence.address,
+                "at least one property",
+                "none",
+                "the replay evaluated no property",
+            )
+        )
     if replay.suite != evidence.address:
-        reasons.append(Reason(Code.SUITE_MISMATCH, evidence.address, expected=evidence.address, found=replay.suite,
-                              message="the replay's summary is another suite's"))
+        reasons.append(
+            Reason(
+                Code.SUITE_MISMATCH,
+                evidence.address,
+                expected=evidence.address,
+                found=replay.suite,
+                message="the replay's summary is another suite's",
+            )
+        )
     reasons.extend(replay_problems(replay, ids, evidence.expected))
     if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
-        reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, evidence.address,
-                              expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
-                              found=f"{replay.epoch_id} / {replay.manifest_sha256}",
-                              message="the replay ran for another epoch or manifest"))
+        reasons.append(
+            Reason(
+                Code.OBSERVATION_WRONG_EPOCH,
+                evidence.address,
+                expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
+                found=f"{replay.epoch_id} / {replay.manifest_sha256}",
+                message="the replay ran for another epoch or manifest",
+            )
+        )
     for outcome in replay.properties:
         if outcome.outcome == "error":
             # Only these codes pass through: a summary naming a hold code must not soften an error.
             code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
-            reasons.append(Reason(code, outcome.name, "an evaluated property", "error",
-                                  f"{outcome.name}: {outcome.detail}"))
+            reasons.append(
+                Reason(code, outcome.name, "an evaluated property", "error", f"{outcome.name}: {outcome.detail}")
+            )
         for oid in outcome.observation_ids:
             observation = by_id.get(oid)
             path = evidence.witness_paths.get(oid, oid)
             if observation is None or observation.source != "replay":
-                reasons.append(Reason(Code.OBSERVATION_WITNESS_MISSING, path, expected=oid, found="missing",
-                                      message=f"{outcome.name}: the replay's observation is missing"))
+                reasons.append(
+                    Reason(
+                        Code.OBSERVATION_WITNESS_MISSING,
+                        path,
+                        expected=oid,
+                        found="missing",
+                        message=f"{outcome.name}: the replay's observation is missing",
+                    )
+                )
             elif observation.epoch_id != ids.epoch_id:
-                reasons.append(Reason(Code.OBSERVATION_WRONG_EPOCH, path, expected=str(ids.epoch_id),
-                                      found=observation.epoch_id, message="observation from another epoch"))
+                reasons.append(
+                    Reason(
+                        Code.OBSERVATION_WRONG_EPOCH,
+                        path,
+                        expected=str(ids.epoch_id),
+                        found=observation.epoch_id,
+                        message="observation from another epoch",
+                    )
+                )
             elif observation.is_flake:
                 flakes.append(observation)
             else:
                 # The product failing on a record (raising, say) is the record's failure: the predicate's
                 # own errors end its property as an error instead, above.
-                reasons.append(Reason(Code.PROPERTY_FAILED, path, expected=f"{outcome.name} holds",
-                                      found=f"violated by {outcome.bound} line {observation.line} "
-                                            f"(witness {observation.witness_sha256[:12]})",
-                                      message=f"{outcome.name}: {observation.detail.partition(chr(10))[0]}"))
+                reasons.append(
+                    Reason(
+                        Code.PROPERTY_FAILED,
+                        path,
+                        expected=f"{outcome.name} holds",
+                        found=f"violated by {outcome.bound} line {observation.line} "
+                        f"(witness {observation.witness_sha256[:12]})",
+                        message=f"{outcome.name}: {observation.detail.partition(chr(10))[0]}",
+                    )
+                )
     return reasons, flakes
 
 
@@ -260,8 +386,10 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     if held is not None:  # every property over the held-out world too, by the same rules
         archived = [o for o in mine if o.source == "archive"]
         tables.append(by_id([*(o for o in held.observations if o.suite == evidence.address), *archived]))
-        held_reasons, held_flakes = _replay_reasons(dataclasses.replace(
-            evidence, identities=held.identities, replay=held.replay, expected=held.expected), tables[-1])
+        held_reasons, held_flakes = _replay_reasons(
+            dataclasses.replace(evidence, identities=held.identities, replay=held.replay, expected=held.expected),
+            tables[-1],
+        )
         reasons.extend(dataclasses.replace(r, message=f"held-out world: {r.message}") for r in held_reasons)
         flakes.extend(f for f in held_flakes if f.id not in {known.id for known in flakes})
     every = worst_by_id(*tables)
@@ -269,8 +397,9 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
 
     valid: dict[str, Freeze] = {}
     for freeze in evidence.freezes:
-        problems = _freeze_problems(freeze, every.get(freeze.observation_id), evidence.identities.epoch_id,
-                                    evidence.today)
+        problems = _freeze_problems(
+            freeze, every.get(freeze.observation_id), evidence.identities.epoch_id, evidence.today
+        )
         reasons.extend(problems)
         if not problems:
             valid[freeze.observation_id] = freeze
@@ -279,15 +408,35 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
         path = evidence.witness_paths.get(flake.id, flake.id)
         if flake.id in valid:
             freeze = valid.pop(flake.id)
-            reasons.append(Reason(Code.FLAKE_FROZEN, freeze.path, expected="no flake", found=flake.id,
-                                  message=f"{flake.property} is flaky; frozen until {freeze.expires_on}: "
-                                          f"{freeze.reason}"))
+            reasons.append(
+                Reason(
+                    Code.FLAKE_FROZEN,
+                    freeze.path,
+                    expected="no flake",
+                    found=flake.id,
+                    message=f"{flake.property} is flaky; frozen until {freeze.expires_on}: " f"{freeze.reason}",
+                )
+            )
         else:
-            reasons.append(Reason(Code.FLAKE_UNFROZEN, path, expected="a valid freeze citing " + flake.id,
-                                  found="none", message=f"{flake.property} failed once and passed its rerun on "
-                                                        "the same bytes; no valid freeze covers it"))
+            reasons.append(
+                Reason(
+                    Code.FLAKE_UNFROZEN,
+                    path,
+                    expected="a valid freeze citing " + flake.id,
+                    found="none",
+                    message=f"{flake.property} failed once and passed its rerun on "
+                    "the same bytes; no valid freeze covers it",
+                )
+            )
 
     for oid, freeze in sorted(valid.items()):
-        reasons.append(Reason(Code.FREEZE_UNUSED, freeze.path, expected="a current flake", found=oid,
-                              message="the freeze covers no flake of this replay: delete it"))
+        reasons.append(
+            Reason(
+                Code.FREEZE_UNUSED,
+                freeze.path,
+                expected="a current flake",
+                found=oid,
+                message="the freeze covers no flake of this replay: delete it",
+            )
+        )
     return Verdict(label_of(reasons), tuple(reasons))

@@ -27,30 +27,59 @@ IDS = Identities("e1", "a" * 64, "m" * 64, "w" * 64)
 PROTECTED = ProtectedSet(frozenset({"fixtures/EPOCH", "checks/manifest.json"}), ("observations/", "freezes/"))
 
 
-def observation(prop: str = "retry_applies_once", status: str = "flake", epoch: str = "e1",
-                source: str = "replay", witness: bytes = b'{"id":1}') -> Observation:
-    made = make_observation(suite="suite", epoch_id=epoch, prop=prop, status=status, rerun_passed=status == "flake",
-                            witness=witness, bound="retries", line=1, detail="predicate returned False")
+def observation(
+    prop: str = "retry_applies_once",
+    status: str = "flake",
+    epoch: str = "e1",
+    source: str = "replay",
+    witness: bytes = b'{"id":1}',
+) -> Observation:
+    made = make_observation(
+        suite="suite",
+        epoch_id=epoch,
+        prop=prop,
+        status=status,
+        rerun_passed=status == "flake",
+        witness=witness,
+        bound="retries",
+        line=1,
+        detail="predicate returned False",
+    )
     return dataclasses.replace(made, source=source)
 
 
 def replay(*outcomes: PropertyOutcome) -> ReplayResult:
-    return ReplayResult("suite", "e1", "m" * 64, "w" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),))
+    return ReplayResult(
+        "suite", "e1", "m" * 64, "w" * 64, outcomes or (PropertyOutcome("p", "orders", 10, "pass", (), ""),)
+    )
 
 
 def outcome_for(obs: Observation) -> PropertyOutcome:
-    return PropertyOutcome(obs.property, obs.bound, 10, obs.status, (obs.id,), obs.detail,
-                           failures=int(obs.status == "fail"))
+    return PropertyOutcome(
+        obs.property, obs.bound, 10, obs.status, (obs.id,), obs.detail, failures=int(obs.status == "fail")
+    )
 
 
-def freeze(obs: Observation, *, epoch: str = "e1", expires: datetime.date = datetime.date(2026, 12, 31),
-           name: str = "freezes/f.json") -> Freeze:
+def freeze(
+    obs: Observation,
+    *,
+    epoch: str = "e1",
+    expires: datetime.date = datetime.date(2026, 12, 31),
+    name: str = "freezes/f.json",
+) -> Freeze:
     return Freeze(name, obs.id, "suite", epoch, expires, "flaky upstream sandbox; ticket 123")
 
 
 def evidence(**overrides: object) -> Evidence:
-    base: dict[str, object] = dict(identities=IDS, changed=(ChangedPath("src/orders/orders/totals.py", "modified"),),
-                                   protected=PROTECTED, replay=replay(), observations=(), freezes=(), today=TODAY)
+    base: dict[str, object] = dict(
+        identities=IDS,
+        changed=(ChangedPath("src/orders/orders/totals.py", "modified"),),
+        protected=PROTECTED,
+        replay=replay(),
+        observations=(),
+        freezes=(),
+        today=TODAY,
+    )
     base.update(overrides)
     if "expected" not in base:  # what the manifest and the world say, when a test is not about that
         played = base["replay"].properties if base["replay"] else ()  # type: ignore[attr-defined]
@@ -81,8 +110,7 @@ def test_eligible_when_identities_agree_and_nothing_failed() -> None:
     assert verdict.label.exit_code == 0
 
 
-@pytest.mark.parametrize("path", ["fixtures/EPOCH", "checks/manifest.json", "observations/x.json",
-                                  "freezes/f.json"])
+@pytest.mark.parametrize("path", ["fixtures/EPOCH", "checks/manifest.json", "observations/x.json", "freezes/f.json"])
 def test_protected_path_in_changed_set_is_closed(path: str) -> None:
     ev = evidence(changed=(ChangedPath(path, "deleted"),))
     assert decide(ev).label is Label.CLOSED
@@ -94,23 +122,33 @@ def test_unavailable_changed_set_is_closed_not_empty() -> None:
 
 
 def test_generator_bytes_differ_from_the_pin() -> None:
-    pin = check_pin(pin_path="EPOCH", pin_bytes=b'{"schema":1,"epoch_id":"e1","generator":"g.py","generator_sha256":"'
-                    + b"a" * 64 + b'","inputs":[]}', generator="g.py", generator_sha256="b" * 64, inputs={})
+    pin = check_pin(
+        pin_path="EPOCH",
+        pin_bytes=b'{"schema":1,"epoch_id":"e1","generator":"g.py","generator_sha256":"'
+        + b"a" * 64
+        + b'","inputs":[]}',
+        generator="g.py",
+        generator_sha256="b" * 64,
+        inputs={},
+    )
     ev = evidence(findings=pin.reasons)
     assert decide(ev).label is Label.CLOSED and codes(ev) == [Code.GENERATOR_MISMATCH]
 
 
 def test_manifest_whose_digest_matches_its_own_body_but_is_not_the_draw() -> None:
     catalog_bytes = b"properties:\n" + b"".join(
-        b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(5))
+        b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(5)
+    )
     catalog = parse_catalog(catalog_bytes, "c.yaml")
     real = draw(catalog, 1, 1)[0]
     other = next(p for p in catalog.properties if p != real)
     body = manifest_body(1, (other,))
-    forged = canonical_json({"schema": 1, "algorithm": ALGORITHM, "k": 1, **body,
-                             "manifest_sha256": canonical_sha256(body)})
-    checked = check_manifest(manifest_path="m.json", manifest_bytes=forged, catalog_path="c.yaml",
-                             catalog_bytes=catalog_bytes)
+    forged = canonical_json(
+        {"schema": 1, "algorithm": ALGORITHM, "k": 1, **body, "manifest_sha256": canonical_sha256(body)}
+    )
+    checked = check_manifest(
+        manifest_path="m.json", manifest_bytes=forged, catalog_path="c.yaml", catalog_bytes=catalog_bytes
+    )
     assert [r.code for r in checked.reasons] == [Code.MANIFEST_NOT_DRAW]  # the naive checker accepted it
     assert decide(evidence(findings=checked.reasons)).label is Label.CLOSED
 
@@ -125,11 +163,13 @@ def test_sampled_property_failed_is_closed_with_the_witness_path() -> None:
 
 def test_a_product_that_raises_fails_its_property() -> None:
     """The product's exception on a record is that record's failure, not the oracle's error."""
-    raised = dataclasses.replace(observation("p", status="fail"),
-                                 detail="the product raised IndexError: list index out of range\n  File ...")
+    raised = dataclasses.replace(
+        observation("p", status="fail"), detail="the product raised IndexError: list index out of range\n  File ..."
+    )
     reasons = decide(evidence(replay=replay(outcome_for(raised)), observations=(raised,))).reasons
     assert [(r.code, r.message) for r in reasons] == [
-        (Code.PROPERTY_FAILED, "p: the product raised IndexError: list index out of range")]
+        (Code.PROPERTY_FAILED, "p: the product raised IndexError: list index out of range")
+    ]
 
 
 def test_observation_from_another_epoch_is_closed() -> None:
@@ -201,11 +241,17 @@ def test_freeze_naming_a_test_is_closed() -> None:
 
     def with_freeze(cites: bytes, *, flaky: bool = True) -> Evidence:
         """The freeze folder holding one freeze, as the gate loads it; with this replay's flake when flaky."""
-        body = b'{%s,"suite":"suite","epoch_id":"e1","expires_on":"2026-12-31","reason":"flaky upstream sandbox"}' % cites
+        body = (
+            b'{%s,"suite":"suite","epoch_id":"e1","expires_on":"2026-12-31","reason":"flaky upstream sandbox"}' % cites
+        )
         freezes, findings = parse_freeze_files({"retry.json": body}, "freezes")
         flakes = (flake,) if flaky else ()
-        return evidence(replay=replay(*map(outcome_for, flakes)), observations=flakes, freezes=tuple(freezes),
-                        findings=tuple(findings))
+        return evidence(
+            replay=replay(*map(outcome_for, flakes)),
+            observations=flakes,
+            freezes=tuple(freezes),
+            findings=tuple(findings),
+        )
 
     # Alone, in an otherwise clean change.
     ev = with_freeze(test_name, flaky=False)
@@ -222,9 +268,14 @@ def test_freeze_naming_a_test_is_closed() -> None:
 
 def test_every_freeze_is_checked_not_just_the_first() -> None:
     flake_a, flake_b = observation("a_prop", witness=b"1"), observation("b_prop", witness=b"2")
-    ev = evidence(replay=replay(outcome_for(flake_a), outcome_for(flake_b)), observations=(flake_a, flake_b),
-                  freezes=(freeze(flake_a, name="freezes/a.json"), freeze(flake_b, name="freezes/b.json",
-                                                                            expires=datetime.date(2026, 1, 1))))
+    ev = evidence(
+        replay=replay(outcome_for(flake_a), outcome_for(flake_b)),
+        observations=(flake_a, flake_b),
+        freezes=(
+            freeze(flake_a, name="freezes/a.json"),
+            freeze(flake_b, name="freezes/b.json", expires=datetime.date(2026, 1, 1)),
+        ),
+    )
     reasons = decide(ev).reasons
     assert decide(ev).label is Label.CLOSED
     assert {r.code for r in reasons} == {Code.FREEZE_EXPIRED, Code.FLAKE_FROZEN, Code.FLAKE_UNFROZEN}
@@ -237,7 +288,8 @@ def test_valid_freeze_with_no_current_flake_holds() -> None:
 
 
 MANIFEST_CATALOG = b"properties:\n" + b"".join(
-    b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(3))
+    b"  - {name: p%d, bound: b, predicate: 'm:f%d', description: d.}\n" % (i, i) for i in range(3)
+)
 
 
 @pytest.mark.parametrize(
@@ -245,23 +297,31 @@ MANIFEST_CATALOG = b"properties:\n" + b"".join(
     [
         (None, Code.ARTIFACT_MISSING),
         (b'{"schema": 1, "k": 1', Code.ARTIFACT_MALFORMED),  # cut short
-        (sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes().replace(b'"k":1', b'"k":"1"'),
-         Code.ARTIFACT_MALFORMED),  # whole, but k is not a number
+        (
+            sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes().replace(b'"k":1', b'"k":"1"'),
+            Code.ARTIFACT_MALFORMED,
+        ),  # whole, but k is not a number
     ],
 )
 def test_missing_or_malformed_artifact_is_closed(manifest: Optional[bytes], code: Code) -> None:
     def with_manifest(data: Optional[bytes]) -> Evidence:
         """A change whose only evidence problem is the manifest, as check_manifest finds it."""
-        checked = check_manifest(manifest_path="checks/manifest.json", manifest_bytes=data,
-                                 catalog_path="checks/catalog.yaml", catalog_bytes=MANIFEST_CATALOG)
+        checked = check_manifest(
+            manifest_path="checks/manifest.json",
+            manifest_bytes=data,
+            catalog_path="checks/catalog.yaml",
+            catalog_bytes=MANIFEST_CATALOG,
+        )
         return evidence(findings=checked.reasons)
 
     ev = with_manifest(manifest)
     assert decide(ev).label is Label.CLOSED and codes(ev) == [code]
     assert decide(ev).reasons[0].path == "checks/manifest.json"
     # The drawn manifest in its place: nothing else was wrong.
-    assert decide(with_manifest(sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes())).label \
+    assert (
+        decide(with_manifest(sample(parse_catalog(MANIFEST_CATALOG, "c.yaml"), 1, 1).to_bytes())).label
         is Label.ELIGIBLE
+    )
 
 
 def test_missing_replay_is_closed() -> None:
@@ -270,9 +330,12 @@ def test_missing_replay_is_closed() -> None:
 
 def test_every_reason_is_reported_together() -> None:
     flake = observation()
-    ev = evidence(changed=(ChangedPath("fixtures/EPOCH", "modified"),), replay=replay(outcome_for(flake)),
-                  observations=(flake,),
-                  findings=(Reason(Code.GENERATOR_MISMATCH, "g.py", "a", "b", "m"),))
+    ev = evidence(
+        changed=(ChangedPath("fixtures/EPOCH", "modified"),),
+        replay=replay(outcome_for(flake)),
+        observations=(flake,),
+        findings=(Reason(Code.GENERATOR_MISMATCH, "g.py", "a", "b", "m"),),
+    )
     assert codes(ev) == [Code.GENERATOR_MISMATCH, Code.PROTECTED_PATH_CHANGED, Code.FLAKE_UNFROZEN]
 
 
@@ -289,8 +352,9 @@ def test_a_replay_that_skips_a_manifest_property_is_closed() -> None:
 def test_a_replay_over_fewer_records_than_the_bound_holds_is_closed() -> None:
     assert codes(evidence(expected=Expected(FULL.properties, {"orders": 11}))) == [Code.REPLAY_INCOMPLETE]
     empty = replay(PropertyOutcome("p", "orders", 0, "pass", (), ""))
-    assert codes(evidence(replay=empty, expected=Expected(FULL.properties, {"orders": 0}))) == \
-        [Code.REPLAY_INCOMPLETE]  # a pass over nothing is not a pass
+    assert codes(evidence(replay=empty, expected=Expected(FULL.properties, {"orders": 0}))) == [
+        Code.REPLAY_INCOMPLETE
+    ]  # a pass over nothing is not a pass
 
 
 def test_a_non_pass_without_witnesses_is_closed() -> None:
@@ -302,6 +366,7 @@ def test_a_non_pass_without_witnesses_is_closed() -> None:
 def test_a_replay_over_another_world_or_without_expectations_is_closed() -> None:
     other = dataclasses.replace(replay(), world_sha256="x" * 64)
     assert codes(evidence(replay=other, expected=FULL)) == [Code.WORLD_MISMATCH]
-    assert codes(evidence(identities=dataclasses.replace(IDS, world_sha256=None), expected=FULL)) == \
-        [Code.WORLD_MISMATCH]
+    assert codes(evidence(identities=dataclasses.replace(IDS, world_sha256=None), expected=FULL)) == [
+        Code.WORLD_MISMATCH
+    ]
     assert codes(evidence(expected=None)) == [Code.REPLAY_INCOMPLETE]
