@@ -161,6 +161,33 @@ def _ancestors(folder: str) -> list[str]:
     return found
 
 
+def _unshippable(reached: set[str], irregular: Mapping[str, str], unreadable: Mapping[str, str]) -> tuple[Reason, ...]:
+    """The reached files the replay cannot ship: not regular files, or importing more than the gate follows."""
+    odd = (
+        Reason(
+            Code.PATH_NOT_REGULAR,
+            path,
+            "a regular source file",
+            irregular[path],
+            f"the candidate's package {posixpath.dirname(path)} holds a file the replay cannot ship as it is",
+        )
+        for path in sorted(reached)
+        if path in irregular
+    )
+    too_many = (
+        Reason(
+            Code.ARTIFACT_MALFORMED,
+            path,
+            f"at most {MAX_NAMES} module names of at most {MAX_NAME} characters",
+            unreadable[path],
+            "the candidate's module imports more than the gate follows",
+        )
+        for path in sorted(reached)
+        if path in unreadable
+    )
+    return (*odd, *too_many)
+
+
 @rule(desc="Find the candidate's files a suite imports")
 async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosure:
     modules, oracle = await MultiGet(
@@ -174,28 +201,7 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     )
     # Nor is its copy of the runner's package: the trusted plugin's runner is the one that runs.
     reached = modules.graph.reach(starts, oracle_names | {RUNNER_PACKAGE})
-    irregular = dict(request.candidate.irregular)
-    refusals = tuple(
-        Reason(
-            Code.PATH_NOT_REGULAR,
-            path,
-            "a regular source file",
-            irregular[path],
-            f"the candidate's package {posixpath.dirname(path)} holds a file the replay cannot ship as it is",
-        )
-        for path in sorted(reached)
-        if path in irregular
-    ) + tuple(
-        Reason(
-            Code.ARTIFACT_MALFORMED,
-            path,
-            f"at most {MAX_NAMES} module names of at most {MAX_NAME} characters",
-            modules.graph.unreadable[path],
-            "the candidate's module imports more than the gate follows",
-        )
-        for path in sorted(reached)
-        if path in modules.graph.unreadable
-    )
+    refusals = _unshippable(reached, dict(request.candidate.irregular), modules.graph.unreadable)
     shipped = sorted(path for path in reached if path in modules.contents)
     places = modules.graph.places
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept

@@ -346,6 +346,64 @@ async def _write(workspace: Workspace, out: str, files: Mapping[str, bytes]) -> 
     workspace.write_digest(digest, clear_paths=(out,))
 
 
+@dataclass(frozen=True)
+class _SetUp:
+    """The change as gathered, before any replay: the mode's facts, the candidate's files in trusted mode,
+    the held-out draw's key (never the key itself) or why none, and what already closes the gate."""
+
+    root: Path
+    change: Change
+    candidate_files: Optional[CandidateFiles]
+    tree_key: Optional[str]
+    held_out_why: str
+    today: datetime.date
+    findings: tuple[Reason, ...]
+
+
+async def _set_up(
+    gate: GateSubsystem, changed: Changed, global_options: GlobalOptions, environment: CompleteEnvironmentVars
+) -> _SetUp:
+    shadowed = gate_code_shadowed()  # the code deciding must be the gate's own
+    key, unusable = _held_out_key(gate, environment)  # read before this run starts any process of its own
+    today, problems = _today(gate)
+    root = Path(BuildRoot().path)
+    gathered = (
+        candidate_change(root, gate.candidate, gate.trusted_refs)
+        if gate.candidate
+        else local_change(root, changed.since or gate.base, gate.trusted_refs)
+    )
+    change, candidate_files = await _candidate_files(root, gathered, tuple(global_options.build_patterns))
+    tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
+    findings = (*shadowed, *problems, *change.findings, *refused)
+    return _SetUp(root, change, candidate_files, tree_key, held_out_why, today, findings)
+
+
+def _change_facts(
+    gate: GateSubsystem,
+    setup: _SetUp,
+    protected: ProtectedPaths,
+    repository: _Runs,
+    out: str,
+    archive: tuple[Observation, ...],
+    freezes: tuple[Freeze, ...],
+    found: tuple[Reason, ...],
+) -> ChangeFacts:
+    return ChangeFacts(
+        mode="trusted" if gate.candidate else "local",
+        base=setup.change.base,
+        changed=setup.change.changed,
+        protected=protected.as_set(),
+        oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
+        archive=archive,
+        freezes=freezes,
+        today=setup.today,
+        observations_dir=gate.observations_dir,
+        freezes_dir=gate.freezes_dir,
+        out=out,
+        findings=(*setup.findings, *found),
+    )
+
+
 @goal_rule
 async def run_gate(
     console: Console,
@@ -357,19 +415,7 @@ async def run_gate(
     run_id: RunId,
     environment: CompleteEnvironmentVars,
 ) -> Gate:
-    findings: list[Reason] = gate_code_shadowed()  # the code deciding must be the gate's own
-    key, unusable = _held_out_key(gate, environment)
-    today, problems = _today(gate)
-    root = Path(BuildRoot().path)
-    gathered = (
-        candidate_change(root, gate.candidate, gate.trusted_refs)
-        if gate.candidate
-        else local_change(root, changed.since or gate.base, gate.trusted_refs)
-    )
-    change, candidate_digest = await _candidate_files(root, gathered, tuple(global_options.build_patterns))
-    tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
-    del key
-    findings += [*problems, *change.findings, *refused]
+    setup = await _set_up(gate, changed, global_options, environment)
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
@@ -381,36 +427,23 @@ async def run_gate(
     jail, protected, repository = await MultiGet(
         Get(Jail),
         Get(ProtectedPaths),
-        Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate), candidate_digest, tree_key)),
+        Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate), setup.candidate_files, setup.tree_key)),
     )
-    facts = _suite_facts(repository, jail.description, held_out_why, run_id)
     archive, freezes, evidence_reasons = await _evidence_files(gate)
-    tree, tree_reasons = reviewed(root, change)
-    wanted, fallback = _output_paths(root, gate, dist_dir, global_options)
-    out_or_none, unsafe = output_folder(root, wanted, fallback)
+    tree, tree_reasons = reviewed(setup.root, setup.change)
+    wanted, fallback = _output_paths(setup.root, gate, dist_dir, global_options)
+    out_or_none, unsafe = output_folder(setup.root, wanted, fallback)
     out = out_or_none or wanted
+    found = (*evidence_reasons, *tree_reasons, *unsafe)
     judgement = judge(
-        ChangeFacts(
-            mode="trusted" if gate.candidate else "local",
-            base=change.base,
-            changed=change.changed,
-            protected=protected.as_set(),
-            oracles=tuple(s.oracle for s in repository.suites if s.oracle is not None),
-            archive=tuple(archive),
-            freezes=tuple(freezes),
-            today=today,
-            observations_dir=gate.observations_dir,
-            freezes_dir=gate.freezes_dir,
-            out=out,
-            findings=(*findings, *evidence_reasons, *tree_reasons, *unsafe),
-        ),
-        facts,
-        read_base=_base_reader(root, change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
-        read_change=change.reader(root),
-        root=root,
+        _change_facts(gate, setup, protected, repository, out, tuple(archive), tuple(freezes), found),
+        _suite_facts(repository, jail.description, setup.held_out_why, run_id),
+        read_base=_base_reader(setup.root, setup.change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
+        read_change=setup.change.reader(setup.root),
+        root=setup.root,
     )
     files = attestation.output_files(
-        judgement.report, judgement.witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc), root=root
+        judgement.report, judgement.witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc), root=setup.root
     )
     if out_or_none is not None:
         await _write(workspace, out, files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Union
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -326,6 +327,29 @@ def _probe(argv: list[str], digest: Digest, env: FrozenDict[str, str], descripti
     )
 
 
+async def _host(python: str, tools: Digest) -> tuple[str, Union[tuple[str, ...], str]]:
+    """The bubblewrap's name and version, and the interpreter's folders (or why they are unknown)."""
+    version, prefixes_run = await MultiGet(
+        Get(
+            FallibleProcessResult,
+            Process,
+            _probe([isolation.BWRAP, "--version"], tools, FrozenDict(), "Read the bubblewrap version"),
+        ),
+        Get(
+            FallibleProcessResult,
+            Process,
+            _probe(
+                [python, "-S", "-s", "-c", isolation.PREFIXES], EMPTY_DIGEST, FrozenDict(), "Locate the interpreter"
+            ),
+        ),
+    )
+    name = version.stdout.decode("utf-8", "replace").strip() or "bubblewrap"
+    try:
+        return name, tuple(isolation.read_prefixes(prefixes_run.stdout))
+    except ValueError as error:
+        return name, f"the interpreter's folders are unknown: {error}"
+
+
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
 async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
     mode, root = gate.isolation, build_root.path
@@ -342,35 +366,16 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
         return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root, **policy)
     python = interpreter.python
     tools = await Get(Digest, MergeDigests([jail_tools.bwrap.digest, jail_tools.clock.digest]))
-    version, prefixes_run = await MultiGet(
-        Get(
-            FallibleProcessResult,
-            Process,
-            _probe([isolation.BWRAP, "--version"], tools, FrozenDict(), "Read the bubblewrap version"),
-        ),
-        Get(
-            FallibleProcessResult,
-            Process,
-            _probe(
-                [python.path, "-S", "-s", "-c", isolation.PREFIXES],
-                EMPTY_DIGEST,
-                FrozenDict(),
-                "Locate the interpreter",
-            ),
-        ),
-    )
-    try:
-        prefixes = tuple(isolation.read_prefixes(prefixes_run.stdout))
-    except ValueError as error:
-        why = f"the interpreter's folders are unknown: {error}"
-        return Jail(Isolation.none(why), mode, EMPTY_DIGEST, (), root, **policy)
+    name, prefixes_or_why = await _host(python.path, tools)
+    if isinstance(prefixes_or_why, str):
+        return Jail(Isolation.none(prefixes_or_why), mode, EMPTY_DIGEST, (), root, **policy)
+    prefixes = prefixes_or_why
     fixed_clock = jail_tools.clock.missing is None
     child = isolation.child_probe_argv(python.path, prefixes, "/")
     argv = isolation.jailed_argv(
         [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {}, prefixes, root, fixed_clock
     )
     probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))
-    name = version.stdout.decode("utf-8", "replace").strip() or "bubblewrap"
     judged = isolation.judge_probe(
         name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock, isolation.host_restriction()
     )
