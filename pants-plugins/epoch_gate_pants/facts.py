@@ -43,10 +43,10 @@ def _replayed(
     return check_replay({c.path: c.content for c in contents or ()}, f"{run.address} {what}"), [], cached
 
 
-def replay_line(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId) -> str:
+def replay_line(run: ReplayRun, contents: Optional[DigestContents], run_id: RunId, held_out: bool) -> str:
     """A suite's replay in one line, logged as soon as it is done: how many sampled properties passed over
     how many records, and whether a cache answered. (The verdict is the report's: it weighs more.)"""
-    held = " of a held-out world" if run.held_out else ""
+    held = " of a held-out world" if held_out else ""
     replay, failed, cached = _replayed(run, contents, run_id)
     reasons = [*run.reasons, *failed, *(replay.reasons if replay else ())]
     if replay is None or replay.result is None:

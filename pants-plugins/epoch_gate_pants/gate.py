@@ -136,7 +136,7 @@ async def announce_replay(request: ReplayRequest, run_id: RunId) -> _Announced:
     # RunId makes this rule run in every session, so the line is said in each run, pantsd or not.
     run = await Get(ReplayRun, ReplayRequest, request)
     contents = await Get(DigestContents, Digest, run.output)
-    logger.info(replay_line(run, contents, run_id))
+    logger.info(replay_line(run, contents, run_id, held_out=request.held_out_key is not None))
     return _Announced(run, contents)
 
 
@@ -254,6 +254,18 @@ async def _candidate_files(
     return dataclasses.replace(change, findings=tuple(findings)), digest
 
 
+def _key_under_pantsd(gate: GateSubsystem) -> Reason:
+    """A daemon keeps the environment it was started with and serves later runs: the key must not reach one."""
+    return Reason(
+        Code.HELD_OUT_UNAVAILABLE,
+        gate.held_out_key_file or f"${gate.held_out_key_env}",
+        "a run without pantsd (`--no-pantsd`)",
+        "pantsd",
+        "the held-out key reached a Pants daemon, which would keep it for later runs: judge with the key "
+        "only as the CI recipes do, `pants --no-pantsd --no-pantsrc gate --gate-candidate=...`",
+    )
+
+
 def _draw(
     gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes], unusable: Optional[Reason]
 ) -> tuple[Optional[str], str, list[Reason]]:
@@ -365,6 +377,8 @@ async def _set_up(
 ) -> _SetUp:
     shadowed = gate_code_shadowed()  # the code deciding must be the gate's own
     key, unusable = _held_out_key(gate, environment)  # read before this run starts any process of its own
+    if key is not None and global_options.pantsd:
+        key, unusable = None, _key_under_pantsd(gate)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
     gathered = (

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,6 +164,9 @@ class NewRepo:
         for rel, text in FILES.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
+        # A product of its own each run, so the first replay runs (and says so) even when an earlier run's
+        # is in the shared process cache.
+        (root / "src/shop/prices.py").write_text(PRODUCT + f"\nRUN = {uuid.uuid4().hex!r}\n")
         # `pants` on PATH, as a user has it, with its daemon (the fixture stops it: `stop_pantsd`).
         shim = bin_dir / "pants"
         shim.write_text('#!/bin/sh\nexec ./pants "$@"\n')

@@ -58,8 +58,8 @@ def test_the_plugin_comes_from_the_wheels_alone(adopted: NewRepo) -> None:
 
 
 def test_the_guide_and_the_readme_give_the_same_six_commands(adopted: NewRepo) -> None:
-    commands = list(adopted.outputs)
-    assert commands == documented_commands(Path("docs/adopting.md").read_text()) and len(commands) <= 6
+    commands = documented_commands(Path("docs/adopting.md").read_text())
+    assert len(commands) <= 6, commands
     readme = Path("README.md").read_text().split("## Adopting it in another repository", 1)[1].split("\n## ", 1)[0]
     steps = re.findall(r"^\d+\. (.*)$", readme, re.M)
     assert len(steps) == len(commands), steps
@@ -74,16 +74,14 @@ def test_the_guide_and_the_readme_give_the_same_six_commands(adopted: NewRepo) -
 
 
 def test_each_slow_step_says_what_it_does_before_its_result(adopted: NewRepo) -> None:
-    # A replay that runs says so before the test's result (one the local cache answered runs nothing).
+    # The first replay runs (the product is new each run) and says so before the test's result.
     tested = adopted.outputs["pants test checks:properties"].stderr
-    result = re.search(r"^✓ checks:properties succeeded in [0-9.]+s( \(cached locally\))?\.$", tested, re.M)
-    assert result, tested[-3000:]
-    if not result.group(1):
-        replayed = tested.find(
-            "Completed: Replay 2 sampled properties of checks:properties over 200 records of " "epoch prices-2026-12-a"
-        )
-        assert 0 <= replayed < result.start(), tested[-3000:]
-    # The gate's suite line comes as soon as its replay is done, before the report, cached or not.
+    replayed = tested.find(
+        "Completed: Replay 2 sampled properties of checks:properties over 200 records of epoch prices-2026-12-a"
+    )
+    assert 0 <= replayed < tested.index("✓ checks:properties succeeded in"), tested[-3000:]
+    assert "(cached locally)" not in tested, tested[-3000:]
+    # The gate's suite line comes as soon as its replay is done, before the report.
     gated = adopted.sh("pants gate :: 2>&1").stdout
     announced = gated.find("checks:properties: 2 of 2 sampled properties pass over 200 records (from the cache)")
     assert 0 <= announced < gated.index("\nsuite     checks:properties\n"), gated[-3000:]

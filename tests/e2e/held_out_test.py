@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -88,21 +87,12 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     return repo
 
 
-@pytest.fixture
-def judges() -> Iterator[list[Repo]]:
-    """The judges' worktrees a test made, each with its pantsd, stopped when the test ends."""
-    made: list[Repo] = []
-    yield made
-    for judge in made:
-        judge.stop_daemon()
-
-
-def _judge(example: Repo, judges: list[Repo]) -> Repo:
+def _judge(example: Repo) -> Repo:
+    """A judge's worktree without pantsd, as CI runs the keyed gate (a daemon would keep the key)."""
     path = example.root.parent / f"judge-{example.head()[:8]}"
     if not path.exists():
         example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
-    judges.append(Repo(path, daemon=True))
-    return judges[-1]
+    return Repo(path)
 
 
 def _candidate(example: Repo, name: str, path: str, text: str) -> str:
@@ -119,10 +109,10 @@ def _drawn(run: GateRun, address: str) -> dict[str, object]:
     return held
 
 
-def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> None:
+def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     readme = (example.root / "README.md").read_text()
     honest = _candidate(example, "honest", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example, judges)
+    judge = _judge(example)
 
     # A generator that refuses --seed is a reason, never a silent skip; the other suite is drawn.
     run = judge.gate(f"--gate-candidate={honest}", env=KEYED)
@@ -147,7 +137,7 @@ def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> No
     )
     example.land("the inventory fixture opts out of held-out draws")
     honest = _candidate(example, "honest-2", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example, judges)
+    judge = _judge(example)
     first = judge.gate(f"--gate-candidate={honest}", env=KEYED)
     assert first.verdict == "eligible", first.stdout
     assert first.suite(INVENTORY)["held_out"] == {
@@ -223,3 +213,16 @@ def test_held_out_draws(example: Repo, judges: list[Repo], tmp_path: Path) -> No
         ["grep", "-rlaF", KEY, *map(str, (p for p in places if p.exists()))], capture_output=True, text=True
     )
     assert found.returncode == 1 and not found.stdout, found.stdout
+
+    # The key never reaches a daemon's run: pantsd keeps the environment it started with for later runs,
+    # so a keyed gate under pantsd is closed and says how CI runs it.
+    daemon = Repo(judge.root, daemon=True)
+    try:
+        under = daemon.gate(f"--gate-candidate={honest}", env=KEYED)
+    finally:
+        daemon.stop_daemon()
+    assert under.verdict == "closed", under.stdout
+    assert [(r["code"], r["path"], r["found"]) for r in under.all_reasons() if r["code"] == "held-out-unavailable"] == [
+        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY", "pantsd")
+    ]
+    assert under.suite(ORDERS)["held_out"]["drawn"] is False

@@ -37,19 +37,26 @@ GIT_ENV = {
 
 
 def stop_pantsd(root: Path) -> None:
-    """Stops the pantsd a test started in `root`, if any, and waits until it is gone."""
+    """Stops the pantsd a test started in `root`, if any, and waits until it is gone. Only a process that
+    is that daemon (`pantsd [<root>]`) is signalled: a pid file can be empty or outlive its process."""
     for pid_file in root.glob(".pids/*/pantsd/pid"):
-        pid = int(pid_file.read_text().strip() or 0)
+        text = pid_file.read_text().strip()
+        pid = int(text) if text.isdigit() else 0
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
+            if pid <= 0 or not _is_pantsd_of(pid, root):
                 break
+            os.kill(pid, sig)
             deadline = time.monotonic() + 10
-            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            while _is_pantsd_of(pid, root) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if not Path(f"/proc/{pid}").exists():
-                break
+
+
+def _is_pantsd_of(pid: int, root: Path) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return any(command.startswith(f"pantsd [{path}]".encode()) for path in (root, root.resolve()))
 
 
 @dataclass(frozen=True)

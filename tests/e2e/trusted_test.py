@@ -194,7 +194,7 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
     # The control: judged from its own working tree, the candidate's BUILD file rewrites the verdict.
     example.git("checkout", "-q", commit)
     try:
-        local = example.gate("--gate-base=main")
+        local = example.gate("--no-pantsd", "--gate-base=main")  # no daemon left holding the patched judge
     finally:
         example.git("checkout", "-q", "main")
     assert local.verdict == "eligible", local.stdout
