@@ -1,0 +1,80 @@
+"""Rule tests of `candidate.py`: the candidate's import closure in trusted mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
+from pants.engine.rules import QueryRule
+from pants.testutil.rule_runner import RuleRunner
+
+from epoch_gate.reasons import Code
+from epoch_gate.runner.child import unshipped_stub
+from epoch_gate_pants import candidate
+from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest
+from epoch_gate_pants.rule_harness import PREDICATES, candidate_files, new_rule_runner, write_repo
+
+MODULES = (candidate,)
+QUERIES = (
+    QueryRule(CandidateClosure, [CandidateClosureRequest]),
+    QueryRule(Digest, [CreateDigest]),
+    QueryRule(DigestContents, [Digest]),
+)
+
+
+@pytest.fixture
+def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
+    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
+
+
+def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    candidate = candidate_files(
+        rule_runner,
+        {
+            "src/payments_lib.py": "from pkg import rules\nimport helper\n",
+            "src/helper.py": "",
+            "src/pkg/__init__.py": "",
+            "src/pkg/rules.py": "from . import tables\n",
+            "src/pkg/tables.py": "",
+            "src/pkg/rates.json": "{}",
+            "src/pkg/fast.py": "",  # imported only by a name built at run time: ships with its package all the same
+            "src/pkg/sub/__init__.py": "",  # a subpackage: ships with its package too
+            "src/pkg/sub/engine.py": "",
+            "src/other/__init__.py": "import helper\n",  # a package nothing imports: it does not ship
+            "src/unrelated.py": "import helper\n",
+            "src/epoch_gate/__init__.py": "",  # the runner's package: the trusted plugin's copy runs, never this
+            "src/epoch_gate/runner/__init__.py": "",
+            "src/epoch_gate/runner/judging.py": "def refused(*a):\n    return True\n",
+            "checks/props.py": "def refund_le_captured(record, product):\n    return True\n",  # the candidate's oracle copy
+        },
+        irregular=(("src/pkg/link.py", "a symlink"), ("src/elsewhere/link.py", "a symlink")),
+    )
+    # The predicates import the runner's API and call the product by name: the closure starts from the
+    # product modules the suite depends on in the trusted graph.
+    predicates = "from epoch_gate.runner.judging import refused\n" + PREDICATES
+    oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", predicates.encode())])])
+    closure = rule_runner.request(
+        CandidateClosure,
+        [CandidateClosureRequest(candidate, oracle, (("checks/props.py", "checks/props.py"),), ("payments_lib",))],
+    )
+    assert dict(closure.places) == {
+        "src/payments_lib.py": "payments_lib.py",
+        "src/helper.py": "helper.py",
+        "src/pkg/__init__.py": "pkg/__init__.py",
+        "src/pkg/rules.py": "pkg/rules.py",
+        "src/pkg/tables.py": "pkg/tables.py",
+        "src/pkg/rates.json": "pkg/rates.json",
+        "src/pkg/fast.py": "pkg/fast.py",
+        "src/pkg/sub/__init__.py": "pkg/sub/__init__.py",
+        "src/pkg/sub/engine.py": "pkg/sub/engine.py",
+    }
+    assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
+    # What the suite's imports do not reach stands in by its name: imported by a name built at run time, it
+    # ends the replay instead of being missing (which code could fall back from).
+    assert closure.stand_ins == ("elsewhere/__init__.py", "other/__init__.py", "unrelated.py")
+    shipped = {c.path: c.content for c in rule_runner.request(DigestContents, [closure.stripped])}
+    assert shipped["unrelated.py"] == unshipped_stub("unrelated") and shipped["other/__init__.py"] == unshipped_stub(
+        "other"
+    )

@@ -1,0 +1,144 @@
+"""Rule tests of `replay.py`: what a suite's replay ships, refuses and reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pants.build_graph.address import Address
+from pants.engine.fs import CreateDigest, Digest, DigestContents
+from pants.engine.rules import QueryRule
+from pants.testutil.rule_runner import RuleRunner
+
+from epoch_gate.reasons import Code
+from epoch_gate_pants import candidate, fixture, isolation, replay, runner, suite
+from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
+from epoch_gate_pants.gate_harness import GENERATOR, configure
+from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.rule_harness import CATALOG, candidate_files, new_rule_runner, write_repo
+
+MODULES = (candidate, fixture, isolation, replay, runner, suite)
+QUERIES = (
+    QueryRule(ReplayRun, [ReplayRequest]),
+    QueryRule(Jail, []),
+    QueryRule(FixtureWorld, [FixtureWorldRequest]),
+    QueryRule(DigestContents, [Digest]),
+    QueryRule(Digest, [CreateDigest]),
+)
+
+
+@pytest.fixture
+def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
+    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
+
+
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_no_interpreter_for_the_constraints_is_a_reason_not_a_traceback(rule_runner: RuleRunner, mode: str) -> None:
+    # The search runs beside the jail's tools and its failure is an answer, in the jail and in each process.
+    write_repo(rule_runner)
+    configure(
+        rule_runner, f"--gate-isolation={mode}", "--python-interpreter-constraints=['CPython==2.1.*']", jailed=True
+    )
+    assert rule_runner.request(Jail, []).isolation.description.startswith("none (no interpreter for CPython==2.1.*")
+    world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
+    assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED, world.failure
+    assert world.failure.expected == "an interpreter for CPython==2.1.*"
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None and run.epoch.world.failure == world.failure
+
+
+def test_a_package_shadowing_the_predicates_is_refused_before_the_replay(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    # A product package under another source root that becomes `checks.props` once roots are stripped.
+    rule_runner.write_files(
+        {
+            "src/checks/props/__init__.py": "def refund_le_captured(record):\n    return True\n",
+            "src/checks/props/BUILD": "python_sources()",
+            "src/BUILD": 'python_sources(name="lib", dependencies=["src/checks/props"])',
+        }
+    )
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None
+    found = [r.found for r in run.reasons if r.code is Code.MODULE_SHADOWED]
+    assert any("checks/props.py" in f and "src/checks/props/__init__.py" in f for f in found), found
+
+
+def test_a_product_package_named_like_the_runner_is_refused(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files(
+        {
+            "src/epoch_gate/__init__.py": "",
+            "src/epoch_gate/replay.py": "def run(*a, **k):\n    pass\n",
+            "src/epoch_gate/BUILD": "python_sources()",
+            "src/BUILD": 'python_sources(name="lib", dependencies=["src/epoch_gate"])',
+        }
+    )
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is None and {r.path for r in run.reasons if r.code is Code.MODULE_SHADOWED} >= {
+        "src/epoch_gate/__init__.py",
+        "src/epoch_gate/replay.py",
+    }
+
+
+def test_a_catalog_predicate_outside_the_manifests_predicates_is_refused(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"checks/catalog.yaml": CATALOG.replace("checks.props:", "payments_lib:")})
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert Code.PREDICATE_UNPROTECTED in {r.code for r in run.reasons}
+
+
+def test_a_replay_that_never_ends_is_stopped(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"src/payments_lib.py": "while True:\n    pass\n"})  # holds CI hostage
+    configure(rule_runner, "--property-replay-timeout=3")
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is not None and run.result.exit_code != 0
+
+
+def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)  # the working tree's product is right; the candidate's has the bug
+    candidate = candidate_files(
+        rule_runner,
+        {
+            "src/payments_lib.py": "def refundable(captured: int, refunded: int) -> bool:\n    return refunded < 50\n",
+            "src/BUILD": "raise SystemExit('a BUILD file of the candidate is never loaded')\n",
+        },
+    )
+    address = Address("checks", target_name="props")
+    local = rule_runner.request(ReplayRun, [ReplayRequest(address)])
+    trusted = rule_runner.request(ReplayRun, [ReplayRequest(address, candidate=candidate)])
+    outcomes = [rule_runner.request(DigestContents, [run.output]) for run in (local, trusted)]
+    summaries = [next(c.content for c in contents if c.path == "replay.json") for contents in outcomes]
+    assert b'"outcome":"pass"' in summaries[0] and b'"outcome":"fail"' in summaries[1], summaries
+
+
+SEEDED = GENERATOR.replace(
+    'parser.add_argument("--out")', 'parser.add_argument("--out")\nparser.add_argument("--seed")'
+).replace('"refunded": i % 7 * 10}', '"refunded": (i + (int(args.seed[:4], 16) if args.seed else 0)) % 7 * 10}')
+
+
+def test_a_held_out_replay_draws_its_world_from_its_suites_seed_or_says_why_not(rule_runner: RuleRunner) -> None:
+    from epoch_gate.evidence import held_out
+
+    write_repo(rule_runner)  # its generator takes no --seed
+    address, tree_key = Address("checks", target_name="props"), held_out.draw_key(b"k" * 32, "0" * 40)
+    seed = held_out.seed(tree_key, "checks:props", "e1")
+    run = rule_runner.request(ReplayRun, [ReplayRequest(address, held_out_key=tree_key)])
+    assert run.result is None and run.held_out is not None and run.held_out.seed_sha256 == held_out.seed_sha256(seed)
+    assert [(r.code, r.path, r.expected, r.found) for r in run.refusals] == [
+        (Code.HELD_OUT_UNAVAILABLE, "fixtures/gen.py", "a held-out world from --seed", "exit 2")
+    ]
+
+    write_repo(rule_runner, pinned_generator=SEEDED)
+    rule_runner.write_files({"fixtures/gen.py": SEEDED})
+    pinned = rule_runner.request(ReplayRun, [ReplayRequest(address)])
+    drawn = rule_runner.request(ReplayRun, [ReplayRequest(address, held_out_key=tree_key)])
+    assert pinned.result is not None and drawn.result is not None and drawn.result.exit_code == 0, drawn.refusals
+    assert drawn.held_out is not None and dict(drawn.held_out.world.records) == {"payments": 50}
+    assert drawn.held_out.world.world_sha256 not in (None, pinned.epoch.world.world_sha256)
+    # The seed is the process's argument; the key, and the tree's draw key, are in nothing it was given.
+    world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"), seed)])
+    assert world == drawn.held_out.world
+    assert tree_key not in repr(ReplayRequest(address, held_out_key=tree_key))
+    assert seed not in repr(FixtureWorldRequest(Address("fixtures", target_name="epoch"), seed))

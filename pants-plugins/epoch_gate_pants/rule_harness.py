@@ -1,0 +1,104 @@
+"""Rule tests' harness: a RuleRunner with exactly the rules the module under test needs (its own, the plugin
+modules it asks of and the Pants rules they call), over a small repository of one epoch, one manifest of one
+property and one product module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Iterable
+
+from pants.backend.python import target_types_rules
+from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.backend.python.util_rules import pex_from_targets, python_sources
+from pants.core.goals import tailor, test
+from pants.core.util_rules import source_files, stripped_source_files
+from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.engine.rules import QueryRule
+from pants.testutil.rule_runner import RuleRunner
+
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
+from epoch_gate.evidence.manifest import sample
+from epoch_gate_pants.candidate import CandidateFiles
+from epoch_gate_pants.gate_harness import GENERATOR, configure
+from epoch_gate_pants.target_types import target_types
+
+# What the backend asks of Pants: sources and their roots, the Python backend's sources and requirement pexes,
+# and the goals it plugs into (`test`, `tailor`). The whole Python backend would cost ~6 s per runner.
+PANTS_RULES = (
+    *source_files.rules(),
+    *stripped_source_files.rules(),
+    *python_sources.rules(),
+    *pex_from_targets.rules(),
+    *target_types_rules.rules(),
+    *test.rules(),
+    *tailor.rules(),
+)
+
+PREDICATES = """
+def refund_le_captured(record, product) -> bool:
+    return product.payments_lib.refundable(record["captured"], record["refunded"]) is True
+"""
+
+CATALOG = """properties:
+  - name: refund_le_captured
+    bound: payments
+    predicate: checks.props:refund_le_captured
+    description: A refund never exceeds the captured amount.
+"""
+
+
+def new_rule_runner(
+    tmp: Path, named_caches: Path, modules: Iterable[ModuleType], queries: Iterable[QueryRule] = ()
+) -> RuleRunner:
+    """A RuleRunner over the rules of `modules` and what they call, with its own store under `tmp` (so its own
+    process cache) and the shared named caches (pex's and pip's downloads, which hold no results)."""
+    runner = RuleRunner(
+        rules=[*(rule for module in modules for rule in module.rules()), *PANTS_RULES, *queries],
+        target_types=[*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget],
+        bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
+    )
+    configure(runner)
+    return runner
+
+
+def write_repo(
+    runner: RuleRunner, *, pinned_generator: str = GENERATOR, refund_ok: str = "refunded <= captured", seed: int = 3
+) -> None:
+    base = b'{"count": 50}\n'
+    pin = {
+        "schema": 1,
+        "epoch_id": "e1",
+        "generator": "fixtures/gen.py",
+        "generator_sha256": sha256_bytes(pinned_generator.encode()),
+        "inputs": [{"path": "fixtures/base.json", "sha256": sha256_bytes(base)}],
+    }
+    manifest = sample(parse_catalog(CATALOG.encode(), "c"), seed, 1)
+    runner.write_files(
+        {
+            "fixtures/BUILD": 'epoch_fixture(name="epoch", generator="gen.py", inputs=["base.json"])',
+            "fixtures/gen.py": GENERATOR,
+            "fixtures/base.json": base.decode(),
+            "fixtures/EPOCH": canonical_json(pin).decode(),
+            "checks/BUILD": (
+                'python_sources(name="preds", sources=["props.py"])\n'
+                'property_manifest(name="manifest", predicates=["props.py"])\n'
+                'sampled_properties(name="props", fixture="fixtures:epoch", manifest=":manifest", '
+                'dependencies=[":preds", "src:lib"])'
+            ),
+            "checks/props.py": PREDICATES,
+            "checks/catalog.yaml": CATALOG,
+            "checks/manifest.json": manifest.to_bytes().decode(),
+            "src/BUILD": 'python_sources(name="lib")',
+            "src/payments_lib.py": f"def refundable(captured: int, refunded: int) -> bool:\n    return {refund_ok}\n",
+        }
+    )
+
+
+def candidate_files(
+    runner: RuleRunner, files: dict[str, str], irregular: tuple[tuple[str, str], ...] = ()
+) -> CandidateFiles:
+    """A candidate's files as trusted mode reads them from git: data, with no BUILD file loaded."""
+    digest = runner.request(Digest, [CreateDigest([FileContent(p, t.encode()) for p, t in files.items()])])
+    return CandidateFiles(digest, irregular)

@@ -1,0 +1,46 @@
+"""Rule tests of `sampled_tests.py`: a suite's replay as a `pants test` result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pants.build_graph.address import Address
+from pants.core.goals.test import TestResult
+from pants.engine.rules import QueryRule
+from pants.testutil.rule_runner import RuleRunner
+
+from epoch_gate_pants import candidate, fixture, isolation, replay, runner, sampled_tests, suite
+from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.sampled_tests import SampledPropertiesFieldSet, SampledPropertiesTestRequest
+
+MODULES = (candidate, fixture, isolation, replay, runner, suite, sampled_tests)
+QUERIES = (QueryRule(ReplayRun, [ReplayRequest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]))
+
+
+@pytest.fixture
+def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
+    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
+
+
+def test_replay_passes_and_is_reported_by_pants_test(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    target = rule_runner.get_target(Address("checks", target_name="props"))
+    result = rule_runner.request(
+        TestResult, [SampledPropertiesTestRequest.Batch("", (SampledPropertiesFieldSet.create(target),), None)]
+    )
+    assert result.exit_code == 0, result.stdout
+    assert "pass  refund_le_captured (all 50 payments records)" in result.stdout
+
+
+def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner, refund_ok="refunded < 50")
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    assert run.result is not None and run.result.exit_code == 0  # evaluated: cached whatever it found
+    target = rule_runner.get_target(Address("checks", target_name="props"))
+    result = rule_runner.request(
+        TestResult, [SampledPropertiesTestRequest.Batch("", (SampledPropertiesFieldSet.create(target),), None)]
+    )
+    assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
+    assert "\n[property-failed] refund_le_captured-" in result.stdout, result.stdout  # by id: no witness folder
