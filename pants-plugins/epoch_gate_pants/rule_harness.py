@@ -22,6 +22,7 @@ from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
 from epoch_gate.evidence.manifest import sample
 from epoch_gate_pants.candidate import CandidateFiles
 from epoch_gate_pants.gate_harness import GENERATOR, configure
+from epoch_gate_pants.isolation import Bubblewrap, Libfaketime
 from epoch_gate_pants.target_types import target_types
 
 # What the backend asks of Pants: sources and their roots, the Python backend's sources and requirement pexes,
@@ -35,6 +36,8 @@ PANTS_RULES = (
     *test.rules(),
     *tailor.rules(),
 )
+# `configure` sets the jail's tools' options for every runner: their subsystems must be registered.
+CONFIGURED_SUBSYSTEMS = (*Bubblewrap.rules(), *Libfaketime.rules())
 
 PREDICATES = """
 def refund_le_captured(record, product) -> bool:
@@ -55,7 +58,7 @@ def new_rule_runner(
     """A RuleRunner over the rules of `modules` and what they call, with its own store under `tmp` (so its own
     process cache) and the shared named caches (pex's and pip's downloads, which hold no results)."""
     runner = RuleRunner(
-        rules=[*(rule for module in modules for rule in module.rules()), *PANTS_RULES, *queries],
+        rules=[*(rule for module in modules for rule in module.rules()), *PANTS_RULES, *CONFIGURED_SUBSYSTEMS, *queries],
         target_types=[*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget],
         bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
     )
