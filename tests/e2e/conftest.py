@@ -1,6 +1,7 @@
-"""The end-to-end tests' repositories: this one copied once per test module (`example`), and cloned from
-that copy for each test that changes it (`repo`). Both run Pants with its daemon, stopped when done: most
-tests run the gate more than once in one repository, and each run would otherwise start Pants anew."""
+"""The end-to-end tests' repository: this one copied once per test module (`example`) and reset to its landed
+commit for each test that changes it (`repo`). It runs Pants with its daemon, stopped when the module is
+done: each test runs Pants more than once, and each run without the daemon would start Pants anew (~12 s
+of CPU here, mostly building the rule graph twice)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
 
 
 @pytest.fixture
-def repo(example: Repo, tmp_path: Path) -> Iterator[Repo]:
-    clone = example.clone_to(tmp_path / "repo", daemon=True)
-    yield clone
-    clone.stop_daemon()
+def repo(example: Repo) -> Repo:
+    example.reset()
+    return example

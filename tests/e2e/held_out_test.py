@@ -166,7 +166,18 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
         "src/orders/orders/totals.py",
         totals + MEMORISING.format(known=", ".join(map(repr, known))),
     )
-    unkeyed = judge.gate(f"--gate-candidate={memorising}")
+    # The runs without the key share one daemon, which never sees a key (the keyed runs start Pants anew).
+    daemon = Repo(judge.root, daemon=True)
+    try:
+        _memorising_is_caught_only_with_the_key(example, judge, daemon, memorising, honest, [first, again], held)
+    finally:
+        daemon.stop_daemon()
+
+
+def _memorising_is_caught_only_with_the_key(
+    example: Repo, judge: Repo, daemon: Repo, memorising: str, honest: str, runs: list[GateRun], held: dict
+) -> None:
+    unkeyed = daemon.gate(f"--gate-candidate={memorising}")
     assert unkeyed.verdict == "eligible", unkeyed.stdout
     assert unkeyed.suite(ORDERS)["held_out"] == {
         "drawn": False,
@@ -174,7 +185,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     }
     # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
     # world alone.
-    required = judge.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
+    required = daemon.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
     assert [(r["code"], r["path"]) for r in required.all_reasons() if r["code"] == "held-out-unavailable"] == [
         ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")
     ] and required.verdict == "closed", required.stdout
@@ -191,7 +202,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches, nor in the argv,
     # environment (each kept sandbox's __run.sh) or files of any process the keyed run started, where the
     # held-out seed is (which shows that the look sees a process's arguments).
-    for run in (first, again, keyed):
+    for run in (*runs, keyed):
         assert KEY not in run.stdout + run.stderr + json.dumps(run.report)
     kept = [Path(p) for p in re.findall(r"Preserving local process execution dir `?([^`\s]+)", keyed.stderr)]
     try:
@@ -216,11 +227,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
 
     # The key never reaches a daemon's run: pantsd keeps the environment it started with for later runs,
     # so a keyed gate under pantsd is closed and says how CI runs it.
-    daemon = Repo(judge.root, daemon=True)
-    try:
-        under = daemon.gate(f"--gate-candidate={honest}", env=KEYED)
-    finally:
-        daemon.stop_daemon()
+    under = daemon.gate(f"--gate-candidate={honest}", env=KEYED)
     assert under.verdict == "closed", under.stdout
     assert [(r["code"], r["path"], r["found"]) for r in under.all_reasons() if r["code"] == "held-out-unavailable"] == [
         ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY", "pantsd")

@@ -94,9 +94,10 @@ class GateRun:
 class Repo:
     def __init__(self, root: Path, daemon: bool = False) -> None:
         self.root = root
-        # With pantsd a repository's later runs skip Pants' start-up (~10 s each); whoever turns it on
+        # With pantsd a repository's later runs skip Pants' start-up (~12 s each); whoever turns it on
         # calls `stop_daemon` when done, so no daemon outlives the test.
         self.daemon = daemon
+        self.landed = ""  # the commit `reset` goes back to
 
     @classmethod
     def from_example(cls, source: Path, dest: Path) -> "Repo":
@@ -110,14 +111,16 @@ class Repo:
         (dest / ".gitignore").write_text(GITIGNORE)
         repo = cls(dest)
         repo.git("init", "-q", "-b", "main")
-        repo.land("the example, as landed")
+        repo.landed = repo.land("the example, as landed")
         return repo
 
-    def clone_to(self, dest: Path, daemon: bool = False) -> "Repo":
-        shutil.copytree(
-            self.root, dest, symlinks=True, ignore=shutil.ignore_patterns("dist", ".pants.d", ".pids", "__pycache__")
-        )
-        return Repo(dest, daemon)
+    def reset(self) -> None:
+        """Back on main at the example as landed, which is origin/main again; nothing on disk but what Pants
+        keeps (its workdir, the daemon's pid files, the launcher's copy of pex). A daemon keeps running and
+        sees the files change."""
+        self.git("checkout", "-q", "-f", "-B", "main", self.landed)
+        self.git("clean", "-q", "-ffdx", "-e", "/.pants.d/", "-e", "/.pids/", "-e", "/.pants.bootstrap/")
+        self.git("update-ref", "refs/remotes/origin/main", self.landed)
 
     def stop_daemon(self) -> None:
         stop_pantsd(self.root)
