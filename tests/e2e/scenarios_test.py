@@ -31,6 +31,14 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
     )
 
 
+def test_base_that_does_not_resolve(repo: Repo) -> None:
+    missing = "0" * 40
+    # Pants resolves --changed-since itself, before any goal runs: it fails the run (never eligible).
+    done = repo.pants(f"--changed-since={missing}", "gate")
+    assert done.returncode == 1 and "eligible" not in done.stdout
+
+
+# Last: it edits the plugin's code and pants.toml, so the daemon restarts for this run (and would again after).
 def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
     base = repo.head()
     repo.edit("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict (')
@@ -41,10 +49,3 @@ def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Re
     assert {"src/epoch_gate/epoch_gate/verdict/suite.py", "pants.toml"} <= {
         r["path"] for r in run.reasons("protected-path-changed")
     }
-
-
-def test_base_that_does_not_resolve(repo: Repo) -> None:
-    missing = "0" * 40
-    # Pants resolves --changed-since itself, before any goal runs: it fails the run (never eligible).
-    done = repo.pants(f"--changed-since={missing}", "gate")
-    assert done.returncode == 1 and "eligible" not in done.stdout
