@@ -58,7 +58,12 @@ def new_rule_runner(
     """A RuleRunner over the rules of `modules` and what they call, with its own store under `tmp` (so its own
     process cache) and the shared named caches (pex's and pip's downloads, which hold no results)."""
     runner = RuleRunner(
-        rules=[*(rule for module in modules for rule in module.rules()), *PANTS_RULES, *CONFIGURED_SUBSYSTEMS, *queries],
+        rules=[
+            *(rule for module in modules for rule in module.rules()),
+            *PANTS_RULES,
+            *CONFIGURED_SUBSYSTEMS,
+            *queries,
+        ],
         target_types=[*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget],
         bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
     )
