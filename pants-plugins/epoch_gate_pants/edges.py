@@ -9,8 +9,9 @@ type; anything else infers nothing, so the gate (`suite.resolve_suite`) reports 
 instead of the whole run ending in a Pants error.
 
 The predicates never import the product: they call it through their `product` parameter
-(`product.orders.totals.totals_from_record(record)`). Each dotted name they spell is mapped to the target
-owning its longest module prefix, so the suite depends on exactly the product code its replay serves.
+(`product.orders.totals.totals_from_record(record)`). Each dotted name they spell, and the suite's
+`product_setup`, is mapped to the target owning its longest module prefix, so the suite depends on exactly
+the product code its replay serves.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from epoch_gate_pants.target_types import (
     SampledPropertiesDependenciesField,
     SampledPropertiesFixtureField,
     SampledPropertiesManifestField,
+    SampledPropertiesProductSetupField,
 )
 
 
@@ -58,6 +60,7 @@ class SuiteEdgesFieldSet(FieldSet):
     dependencies: SampledPropertiesDependenciesField
     fixture: SampledPropertiesFixtureField
     manifest: SampledPropertiesManifestField
+    product_setup: SampledPropertiesProductSetupField
 
 
 class InferSuiteEdges(InferDependenciesRequest):
@@ -98,7 +101,8 @@ async def resolve_edge(request: _EdgeRequest) -> _Edge:
 
 @dataclass(frozen=True)
 class _ProductRequest:
-    manifest: Target
+    manifest: Optional[Target]
+    setup: Optional[str]  # the suite's `product_setup`, module:function
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,12 @@ class _ProductOwners:
 
 @rule(desc="Infer the product code a suite's predicates call", level=LogLevel.DEBUG)
 async def infer_product_owners(request: _ProductRequest, python_setup: PythonSetup) -> _ProductOwners:
-    sources = await Get(SourceFiles, SourceFilesRequest([request.manifest[PropertyManifestPredicatesField]]))
-    contents = await Get(DigestContents, Digest, sources.snapshot.digest)
-    names = sorted(set().union(*(product_names(c.content) for c in contents)))
+    called: set[str] = {request.setup.replace(":", ".")} if request.setup else set()
+    if request.manifest is not None:
+        sources = await Get(SourceFiles, SourceFilesRequest([request.manifest[PropertyManifestPredicatesField]]))
+        contents = await Get(DigestContents, Digest, sources.snapshot.digest)
+        called.update(*(product_names(c.content) for c in contents))
+    names = sorted(called)
     candidates = sorted({module for name in names for module in module_candidates(name)})
     resolve = python_setup.default_resolve if python_setup.enable_resolves else None
     owners = await MultiGet(
@@ -133,10 +140,8 @@ async def infer_suite_edges(request: InferSuiteEdges) -> InferredDependencies:
         Get(_Edge, _EdgeRequest(fields.address, fields.manifest, PropertyManifestTarget)),
     )
     addresses = [edge.address for edge in edges if edge.address is not None]
-    manifest = edges[1].target
-    if manifest is not None:
-        addresses.extend((await Get(_ProductOwners, _ProductRequest(manifest))).addresses)
-    return InferredDependencies(addresses)
+    product = await Get(_ProductOwners, _ProductRequest(edges[1].target, fields.product_setup.value))
+    return InferredDependencies([*addresses, *product.addresses])
 
 
 def rules() -> list:

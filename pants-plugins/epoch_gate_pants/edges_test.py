@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pants.backend.project_info.dependents import Dependents, DependentsRequest
 from pants.backend.python.dependency_inference import module_mapper
@@ -13,6 +15,7 @@ from pants.build_graph.address import Address
 from pants.core import register as core_backend
 from pants.engine.addresses import Addresses
 from pants.engine.internals.graph import Owners, OwnersRequest
+from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.rules import QueryRule
 from pants.engine.target import DependenciesRequest, TransitiveTargets, TransitiveTargetsRequest
 from pants.testutil.rule_runner import RuleRunner
@@ -131,3 +134,39 @@ def test_the_product_the_predicates_call_is_a_dependency(rule_runner: RuleRunner
         Address("shop", relative_file_path="pay.py"),
         Address("shop", relative_file_path="money.py"),
     }
+
+
+def test_the_products_set_up_is_a_dependency_even_without_a_manifest(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner, manifest="checks:missing")
+    rule_runner.write_files(
+        {
+            "checks/BUILD": rule_runner.read_file("checks/BUILD").replace(
+                'dependencies=[":catalog"])', 'dependencies=[":catalog"], product_setup="shop.replay:set_up")'
+            ),
+            "shop/BUILD": "python_sources()",
+            "shop/__init__.py": "",
+            "shop/replay.py": "",
+            "shop/unused.py": "",
+        }
+    )
+    assert dependencies(rule_runner) == {
+        FIXTURE,
+        Address("checks", target_name="catalog"),
+        Address("shop", relative_file_path="replay.py"),
+    }
+
+
+@pytest.mark.parametrize("setup", ["shop.replay", "shop.replay:", "shop/replay.py:set_up", "shop..replay:set_up"])
+def test_a_product_set_up_that_is_not_module_function_is_refused_naming_the_field(
+    rule_runner: RuleRunner, setup: str
+) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files(
+        {
+            "checks/BUILD": rule_runner.read_file("checks/BUILD").replace(
+                'dependencies=[":catalog"])', f'dependencies=[":catalog"], product_setup="{setup}")'
+            )
+        }
+    )
+    with pytest.raises(ExecutionError, match=f"The 'product_setup' field of checks:props is '{re.escape(setup)}'"):
+        rule_runner.get_target(SUITE)

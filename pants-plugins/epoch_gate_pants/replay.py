@@ -59,6 +59,7 @@ from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, S
 from epoch_gate_pants.target_types import (
     PropertyManifestPredicatesField,
     SampledPropertiesMaxWitnessesField,
+    SampledPropertiesProductSetupField,
 )
 
 REPLAY_DIR = "__replay"
@@ -340,6 +341,7 @@ async def _replay_process(
         return requirements
     requirements_digest, requirement_paths = requirements
     manifest_digest, manifest_path = await _manifest_only(manifest)
+    setup = suite.target[SampledPropertiesProductSetupField].value
     # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
     # and the runner: the cache key.
     sandbox = await Get(
@@ -377,6 +379,7 @@ async def _replay_process(
             REPLAY_DIR,
             "--max-witnesses",
             str(suite.target[SampledPropertiesMaxWitnessesField].value),
+            *([f"--product-setup={setup}"] if setup else []),
             "--sandbox-names",
             ",".join(sources.names),
             "--oracle-names",

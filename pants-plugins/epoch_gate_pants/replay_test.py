@@ -142,3 +142,46 @@ def test_a_held_out_replay_draws_its_world_from_its_suites_seed_or_says_why_not(
     assert world == drawn.held_out.world
     assert tree_key not in repr(ReplayRequest(address, held_out_key=tree_key))
     assert seed not in repr(FixtureWorldRequest(Address("fixtures", target_name="epoch"), seed))
+
+
+SET_UP_PRODUCT = """SET_UP = []
+
+
+def set_up():
+    SET_UP.append(True)
+
+
+def set_up_badly():
+    raise LookupError("no settings")
+
+
+def refundable(captured: int, refunded: int) -> bool:
+    if not SET_UP:
+        raise LookupError("the app is not set up")
+    return refunded <= captured
+"""
+
+
+def test_the_suites_product_set_up_is_called_before_its_properties(rule_runner: RuleRunner) -> None:
+    write_repo(rule_runner)
+    rule_runner.write_files({"src/payments_lib.py": SET_UP_PRODUCT})
+    suite = rule_runner.read_file("checks/BUILD")
+
+    def replayed(setup: str) -> tuple[int, bytes, str]:
+        with_setup = f'"src:lib"], product_setup="{setup}")' if setup else '"src:lib"])'
+        rule_runner.write_files({"checks/BUILD": suite.replace('"src:lib"])', with_setup)})
+        run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+        assert run.result is not None
+        contents = {c.path: c.content for c in rule_runner.request(DigestContents, [run.output])}
+        return run.result.exit_code, contents.get("replay.json", b""), run.result.stderr.decode()
+
+    exit_code, summary, _ = replayed("")
+    assert exit_code == 0 and b'"outcome":"fail"' in summary  # the product raised on every record
+    exit_code, summary, _ = replayed("payments_lib:set_up")
+    assert exit_code == 0 and b'"outcome":"pass"' in summary, summary
+    exit_code, summary, stderr = replayed("payments_lib:set_up_badly")
+    assert exit_code == 1 and summary == b"", stderr
+    assert (
+        "refused [replay-failed] checks:props: the product's set-up payments_lib:set_up_badly raised LookupError: "
+        "no settings" in stderr
+    ), stderr

@@ -3,12 +3,16 @@ its catalog, the predicates) and `sampled_properties` (the replay that `pants te
 
 from __future__ import annotations
 
+from typing import Optional
+
+from pants.engine.addresses import Address
 from pants.engine.fs import GlobMatchErrorBehavior
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
-    Dependencies,
     BoolField,
+    Dependencies,
     IntField,
+    InvalidFieldException,
     MultipleSourcesField,
     SecondaryOwnerMixin,
     SingleSourceField,
@@ -17,6 +21,8 @@ from pants.engine.target import (
     Target,
 )
 from pants.util.strutil import help_text
+
+from epoch_gate.evidence.catalog import MODULE_FUNCTION
 
 
 class _WarnWhenMissing:
@@ -241,6 +247,29 @@ class SampledPropertiesMaxWitnessesField(IntField):
     )
 
 
+class SampledPropertiesProductSetupField(StringField):
+    alias = "product_setup"
+    help = help_text(
+        """
+        A function of the product, `module:function`, that the replay calls once before any property,
+        with no arguments: a framework's set-up, such as Django's settings, `django.setup()` and the
+        tables of an in-memory database. It runs in the replay's child, beside the product, as product
+        code (its module is an inferred dependency and, in trusted mode, comes from the candidate). If it
+        raises, the replay fails naming it, and no property is judged.
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
+        value = super().compute_value(raw_value, address)
+        if value is not None and not MODULE_FUNCTION.match(value):
+            raise InvalidFieldException(
+                f"The {repr(cls.alias)} field of {address} is {value!r}: expected module:function, "
+                "for example shop.replay:set_up"
+            )
+        return value
+
+
 class SampledPropertiesOracleOwnersField(StringSequenceField):
     alias = "oracle_owners"
     default = ()
@@ -261,6 +290,7 @@ class SampledPropertiesTarget(Target):
         SampledPropertiesManifestField,
         SampledPropertiesDependenciesField,
         SampledPropertiesMaxWitnessesField,
+        SampledPropertiesProductSetupField,
         SampledPropertiesOracleOwnersField,
     )
     help = help_text(

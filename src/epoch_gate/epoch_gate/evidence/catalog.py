@@ -10,7 +10,8 @@ from epoch_gate.reasons import Code, fail
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BOUND = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-PREDICATE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+# `module.path:function`: a catalog's predicate, and a suite's product set-up.
+MODULE_FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 MAX_BYTES = 1024 * 1024
 # PyYAML composes and constructs recursively, a few Python frames per level of nesting. Inside Pants the
 # recursion limit is 10,000 and rules run on 2 MiB threads: ~2,700 nested `[` overflow the C stack
@@ -74,7 +75,7 @@ def property_from_json(raw: object, path: str) -> Property:
                 expected="string",
                 found=type(raw[key]).__name__,
             )
-    for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", PREDICATE)):
+    for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", MODULE_FUNCTION)):
         if not pattern.match(raw[key]):
             raise fail(
                 Code.ARTIFACT_MALFORMED,

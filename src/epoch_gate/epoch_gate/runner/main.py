@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
+from epoch_gate.evidence.catalog import MODULE_FUNCTION
 from epoch_gate.evidence.manifest import load_manifest
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
@@ -34,6 +35,12 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(sorted({name for name in text.split(",") if name}))
 
 
+def _product_setup(text: str) -> str:
+    if not MODULE_FUNCTION.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not module:function")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--world", required=True)
@@ -43,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epoch-id", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--max-witnesses", type=int, default=1)
+    parser.add_argument(
+        "--product-setup",
+        type=_product_setup,
+        metavar="MODULE:FUNCTION",
+        help="a function of the product the child calls once before any property (a framework's set-up)",
+    )
     parser.add_argument(
         "--sandbox-names",
         default="",
@@ -94,6 +107,7 @@ def run_replay(args: argparse.Namespace) -> int:
             epoch_id=args.epoch_id,
             child=child,
             max_witnesses=args.max_witnesses,
+            product_setup=args.product_setup or "",
         )
     except EvidenceError as error:
         r = error.reason

@@ -433,8 +433,32 @@ def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
+def _set_up_product(channel: Channel, scopes: _Scopes, setup: str) -> None:
+    """The product's own set-up (`module:function`, a framework's: Django's settings and tables), called
+    once in the child before any property, as any product call is. It is product code, so its failure is
+    the product's: the replay fails, naming it, and no property is judged."""
+    scope = scopes.take()
+    channel.send(scope, [json.dumps([{"m": setup.replace(":", ".")}, [], {}]).encode()])
+    (answer,) = channel.receive(1)
+    channel.drop(scope)
+    if answer[0] == "x":
+        types, message, traceback = answer[1:]
+        raised = f"{types[0]}: {message}" if types else message  # type: ignore[index]
+        raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} raised {raised}\n{traceback}")
+    if answer[0] == "u":
+        raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} does not resolve: {answer[1]}")
+
+
 def run(
-    manifest: Manifest, world: Path, out: Path, *, suite: str, epoch_id: str, child: Child, max_witnesses: int = 1
+    manifest: Manifest,
+    world: Path,
+    out: Path,
+    *,
+    suite: str,
+    epoch_id: str,
+    child: Child,
+    max_witnesses: int = 1,
+    product_setup: str = "",
 ) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
@@ -449,6 +473,8 @@ def run(
     channel = Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits)
     scopes = _Scopes()
     try:
+        if product_setup:
+            _set_up_product(channel, scopes, product_setup)
         results = [
             (predicate, [])
             if isinstance(predicate, PropertyOutcome)

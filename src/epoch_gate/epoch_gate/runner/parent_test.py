@@ -11,7 +11,9 @@ from epoch_gate.evidence.verify import check_replay
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.observations import load_observations, observation_id
 from epoch_gate.evidence.replay_result import ReplayResult
-from epoch_gate.runner import judging
+from epoch_gate.reasons import Code
+from epoch_gate.runner import judging, main
+from epoch_gate.runner.channel import ChildFailed
 from epoch_gate.runner import parent as replay
 from epoch_gate.evidence.world import world_sha256
 
@@ -30,6 +32,9 @@ def oracle_raises(record, product):
 
 def not_bool(record, product):
     return None
+
+def configured(record, product):
+    return product.replay_app.configured_amount(record) == record["amount"]
 '''
 
 PRODUCT = '''
@@ -49,6 +54,19 @@ def boom(record):
     if record["amount"] < 0:
         raise KeyError("boom")
     return True
+
+SET_UP = []
+
+def set_up():  # as a framework's: Django's settings, django.setup() and its tables
+    SET_UP.append(True)
+
+def configured_amount(record):
+    if not SET_UP:
+        raise LookupError("the app is not set up")
+    return record["amount"]
+
+def set_up_badly():
+    raise LookupError("no settings module")
 '''
 
 
@@ -64,10 +82,12 @@ def world(tmp_path: Path) -> Path:
     return world
 
 
-def run(world: Path, out: Path, *names: str) -> ReplayResult:
+def run(world: Path, out: Path, *names: str, product_setup: str = "") -> ReplayResult:
     props = tuple(Property(n, "payments", f"replay_preds:{n}", f"{n}.") for n in names)
     manifest = sample(Catalog(props), 1, len(props))
-    return replay.run(manifest, world, out, suite="suite", epoch_id="e1", child=child(world))
+    return replay.run(
+        manifest, world, out, suite="suite", epoch_id="e1", child=child(world), product_setup=product_setup
+    )
 
 
 def child(world: Path) -> replay.Child:
@@ -206,3 +226,36 @@ def test_a_record_the_batch_could_not_parse_is_judged_as_json_loads_reads_it(tmp
     (outcome,) = replay.run(manifest, world, tmp_path / "out", suite="s", epoch_id="e", child=child).properties
     assert (outcome.outcome, outcome.error_code) == ("error", "artifact-malformed")
     assert outcome.detail.startswith("record 3: the record is not JSON: Expecting ',' delimiter"), outcome.detail
+
+
+def test_the_products_set_up_runs_once_in_the_child_before_any_property(world: Path, tmp_path: Path) -> None:
+    (unset,) = run(world, tmp_path / "unset", "configured").properties
+    assert (unset.outcome, unset.failures) == ("fail", 10)  # the product raised on every record: its failure
+    (set_up,) = run(world, tmp_path / "set", "configured", product_setup="replay_app:set_up").properties
+    assert (set_up.outcome, set_up.failures, set_up.detail) == ("pass", 0, "")
+
+
+@pytest.mark.parametrize(
+    "setup, found",
+    [
+        (
+            "replay_app:set_up_badly",
+            "the product's set-up replay_app:set_up_badly raised LookupError: no settings module\n",
+        ),
+        ("replay_app:missing", "the product's set-up replay_app:missing does not resolve: replay_app has no missing"),
+    ],
+)
+def test_a_set_up_that_fails_fails_the_replay_naming_it(world: Path, tmp_path: Path, setup: str, found: str) -> None:
+    with pytest.raises(ChildFailed) as failed:
+        run(world, tmp_path / "out", "configured", product_setup=setup)
+    assert failed.value.code is Code.REPLAY_FAILED and failed.value.detail.startswith(found), failed.value.detail
+    assert not (tmp_path / "out").exists()  # nothing judged, nothing written
+
+
+@pytest.mark.parametrize("setup", ["shop.replay", "shop.replay:", ":set_up", "shop/replay:set_up", ""])
+def test_the_runner_refuses_a_set_up_that_is_not_module_function(setup: str, capsys: pytest.CaptureFixture) -> None:
+    required = ["replay", "--manifest=m", "--world=w", "--suite=s", "--epoch-id=e", "--out=o"]
+    with pytest.raises(SystemExit) as ended:
+        main.main([*required, f"--product-setup={setup}"])
+    assert ended.value.code == main.EX_USAGE
+    assert f"argument --product-setup: {setup!r} is not module:function" in capsys.readouterr().err
