@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 import pytest
-from pants.backend.python import register as python_backend
-from pants.core import register as core_backend
+from pants.backend.python import target_types_rules
+from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.backend.python.util_rules import pex_from_targets, python_sources
+from pants.core.goals import tailor, test
+from pants.core.util_rules import source_files, stripped_source_files
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.evidence.catalog import parse_catalog
@@ -25,6 +28,8 @@ from epoch_gate.evidence.pin import PinnedFile, mint_pin
 from epoch_gate.evidence.world import world_sha256
 from epoch_gate_pants import register
 from epoch_gate_pants.gate import Gate
+from epoch_gate_pants.isolation import Bubblewrap, Libfaketime
+from epoch_gate_pants.target_types import target_types
 
 PEX_SHA = "2917b29129a5865346d87f2b2c7a50670e7abc416429c6b1c8e6c8f45f82871d"
 PEX_SIZE = 3563513
@@ -77,6 +82,22 @@ def runner_options(*extra: str, jailed: bool = False) -> list[str]:
 
 def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
     runner.set_options(runner_options(*extra, jailed=jailed), env_inherit=ENV_INHERIT)
+
+
+# What the backend asks of Pants: sources and their roots, the Python backend's sources and requirement pexes,
+# and the goals it plugs into (`test`, `tailor`). The whole Python backend would cost ~6 s per runner.
+PANTS_RULES = (
+    *source_files.rules(),
+    *stripped_source_files.rules(),
+    *python_sources.rules(),
+    *pex_from_targets.rules(),
+    *target_types_rules.rules(),
+    *test.rules(),
+    *tailor.rules(),
+)
+# `runner_options` sets the jail's tools' options for every runner: their subsystems must be registered.
+CONFIGURED_SUBSYSTEMS = (*Bubblewrap.rules(), *Libfaketime.rules())
+TARGET_TYPES = (*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget)
 
 
 # -- the example --------------------------------------------------------------------------------
@@ -233,8 +254,8 @@ class GateRepo:
     @classmethod
     def create(cls, tmp: Path) -> "GateRepo":
         runner = RuleRunner(
-            rules=[*register.rules(), *python_backend.rules(), *core_backend.rules()],
-            target_types=[*register.target_types(), *python_backend.target_types(), *core_backend.target_types()],
+            rules=[*register.rules(), *PANTS_RULES, *CONFIGURED_SUBSYSTEMS],
+            target_types=TARGET_TYPES,
             bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={tmp / 'named'}"],
         )
         files, world = example_files()

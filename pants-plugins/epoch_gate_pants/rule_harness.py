@@ -8,11 +8,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
-from pants.backend.python import target_types_rules
-from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
-from pants.backend.python.util_rules import pex_from_targets, python_sources
-from pants.core.goals import tailor, test
-from pants.core.util_rules import source_files, stripped_source_files
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
@@ -21,23 +16,7 @@ from epoch_gate.evidence.catalog import parse_catalog
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
 from epoch_gate.evidence.manifest import sample
 from epoch_gate_pants.candidate import CandidateFiles
-from epoch_gate_pants.gate_harness import GENERATOR, configure
-from epoch_gate_pants.isolation import Bubblewrap, Libfaketime
-from epoch_gate_pants.target_types import target_types
-
-# What the backend asks of Pants: sources and their roots, the Python backend's sources and requirement pexes,
-# and the goals it plugs into (`test`, `tailor`). The whole Python backend would cost ~6 s per runner.
-PANTS_RULES = (
-    *source_files.rules(),
-    *stripped_source_files.rules(),
-    *python_sources.rules(),
-    *pex_from_targets.rules(),
-    *target_types_rules.rules(),
-    *test.rules(),
-    *tailor.rules(),
-)
-# `configure` sets the jail's tools' options for every runner: their subsystems must be registered.
-CONFIGURED_SUBSYSTEMS = (*Bubblewrap.rules(), *Libfaketime.rules())
+from epoch_gate_pants.gate_harness import CONFIGURED_SUBSYSTEMS, GENERATOR, PANTS_RULES, TARGET_TYPES, configure
 
 PREDICATES = """
 def refund_le_captured(record, product) -> bool:
@@ -64,7 +43,7 @@ def new_rule_runner(
             *CONFIGURED_SUBSYSTEMS,
             *queries,
         ],
-        target_types=[*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget],
+        target_types=TARGET_TYPES,
         bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
     )
     configure(runner)
