@@ -262,7 +262,7 @@ class SampledPropertiesProductSetupField(StringField):
     @classmethod
     def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
         value = super().compute_value(raw_value, address)
-        if value is not None and not MODULE_FUNCTION.match(value):
+        if value is not None and not MODULE_FUNCTION.fullmatch(value):
             raise InvalidFieldException(
                 f"The {repr(cls.alias)} field of {address} is {value!r}: expected module:function, "
                 "for example shop.replay:set_up"

@@ -76,7 +76,7 @@ def property_from_json(raw: object, path: str) -> Property:
                 found=type(raw[key]).__name__,
             )
     for key, pattern in (("name", NAME), ("bound", BOUND), ("predicate", MODULE_FUNCTION)):
-        if not pattern.match(raw[key]):
+        if not pattern.fullmatch(raw[key]):  # `$` would let a trailing newline through
             raise fail(
                 Code.ARTIFACT_MALFORMED,
                 path,

@@ -111,3 +111,19 @@ def test_a_probe_says_how_to_migrate() -> None:
         "probe",
     )
     assert reason.message.startswith("property q has a probe: a predicate now drives the product itself")
+
+
+@pytest.mark.parametrize("key, value", [("name", "q\\n"), ("bound", "b\\n"), ("predicate", "checks.mod:q\\n")])
+def test_a_value_with_a_trailing_newline_is_not_valid(key: str, value: str) -> None:
+    entry = {"name": '"q"', "bound": '"b"', "predicate": '"checks.mod:q"', "description": "Q."}
+    entry[key] = f'"{value}"'  # YAML's escape: the value ends in a newline
+    text = CATALOG + "  - {" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}\n"
+    with pytest.raises(EvidenceError) as raised:
+        parse_catalog(text.encode(), "c.yaml")
+    reason = raised.value.reason
+    assert (reason.code, reason.path, reason.message, reason.found) == (
+        Code.ARTIFACT_MALFORMED,
+        "c.yaml#properties[3]",
+        f"property {key} is not valid",
+        value.replace("\\n", "\n"),
+    )

@@ -36,7 +36,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _product_setup(text: str) -> str:
-    if not MODULE_FUNCTION.match(text):
+    if not MODULE_FUNCTION.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not module:function")
     return text
 
@@ -113,8 +113,9 @@ def run_replay(args: argparse.Namespace) -> int:
         r = error.reason
         print(f"refused {r.line()}\n  {r.comparison()}", file=sys.stderr)
         return 1
-    except ChildFailed as failed:  # what the child started would not end: no output may be written
-        print(f"refused {Reason(failed.code, args.suite, '', '', failed.detail).line()}", file=sys.stderr)
+    except ChildFailed as failed:  # the child failed (its set-up, its protocol, its exit): no output is written
+        # On a line of its own: the product's output, passed on before it, may end without a newline.
+        print(f"\nrefused {Reason(failed.code, args.suite, '', '', failed.detail).line()}", file=sys.stderr)
         return 1
     except OSError as error:  # the child (or its jail's bubblewrap) could not be started at all
         why = Reason(Code.REPLAY_FAILED, args.suite, "", "", f"the replay's child could not start: {error}")

@@ -61,12 +61,19 @@ def set_up():  # as a framework's: Django's settings, django.setup() and its tab
     SET_UP.append(True)
 
 def configured_amount(record):
-    if not SET_UP:
-        raise LookupError("the app is not set up")
+    if SET_UP != [True]:
+        raise LookupError(f"the app is set up {len(SET_UP)} times")
     return record["amount"]
 
 def set_up_badly():
     raise LookupError("no settings module")
+
+def set_up_and_exit():
+    raise SystemExit(3)
+
+def set_up_and_vanish():
+    import os
+    os._exit(0)
 '''
 
 
@@ -236,19 +243,37 @@ def test_the_products_set_up_runs_once_in_the_child_before_any_property(world: P
 
 
 @pytest.mark.parametrize(
-    "setup, found",
+    "setup, code, found",
     [
         (
             "replay_app:set_up_badly",
+            Code.REPLAY_FAILED,
             "the product's set-up replay_app:set_up_badly raised LookupError: no settings module\n",
         ),
-        ("replay_app:missing", "the product's set-up replay_app:missing does not resolve: replay_app has no missing"),
+        (
+            "replay_app:set_up_and_exit",
+            Code.REPLAY_FAILED,
+            "the product's set-up replay_app:set_up_and_exit raised SystemExit: 3\n",
+        ),
+        (
+            "replay_app:missing",
+            Code.REPLAY_FAILED,
+            "the product's set-up replay_app:missing does not resolve: replay_app has no missing",
+        ),
+        (  # the oracle's names are not importable in the child: its code never runs there
+            "replay_preds:configured",
+            Code.REPLAY_FAILED,
+            "the product's set-up replay_preds:configured does not resolve: no product module named replay_preds",
+        ),
+        ("replay_app:set_up_and_vanish", Code.RUNNER_PROTOCOL, "the child ended early (exit 0)"),
     ],
 )
-def test_a_set_up_that_fails_fails_the_replay_naming_it(world: Path, tmp_path: Path, setup: str, found: str) -> None:
+def test_a_set_up_that_fails_fails_the_replay_naming_it(
+    world: Path, tmp_path: Path, setup: str, code: Code, found: str
+) -> None:
     with pytest.raises(ChildFailed) as failed:
         run(world, tmp_path / "out", "configured", product_setup=setup)
-    assert failed.value.code is Code.REPLAY_FAILED and failed.value.detail.startswith(found), failed.value.detail
+    assert failed.value.code is code and failed.value.detail.startswith(found), failed.value.detail
     assert not (tmp_path / "out").exists()  # nothing judged, nothing written
 
 
