@@ -288,3 +288,20 @@ def test_a_django_suite_replays_after_its_product_set_up_in_local_and_trusted_mo
     assert [(r["code"], r["message"].split(":")[0]) for r in all_reasons(judged)] == [
         ("property-failed", "total_within_gross")
     ], all_reasons(judged)
+
+    # The set-up is the candidate's like the rest of the product: a candidate whose set-up fails is closed,
+    # and the reason names the set-up and what it raised.
+    adopted.sh("git checkout -q -B setup origin/main")
+    setup = adopted.read("src/bookings/replay.py")
+    adopted.write(
+        "src/bookings/replay.py", setup.replace("    django.setup()\n", "    raise RuntimeError('no apps today')\n")
+    )
+    adopted.sh("git commit -qam 'bookings: a set-up that fails' && git checkout -q --detach origin/main")
+    failed = adopted.sh("pants gate --gate-candidate=setup ::")
+    judged = report(adopted)
+    assert failed.returncode == 1 and judged["verdict"] == "closed", failed.stdout
+    assert {(r["code"], r["path"]) for r in all_reasons(judged)} == {("replay-failed", suite)}, all_reasons(judged)
+    assert any(
+        "the product's set-up bookings.replay:set_up raised RuntimeError: no apps today" in r["message"]
+        for r in all_reasons(judged)
+    ), all_reasons(judged)
