@@ -245,26 +245,20 @@ def test_check_without_a_base_takes_the_merge_base_with_the_trusted_ref(project:
     assert not {"base-untrusted", "changed-set-unavailable"} & all_codes(report)
 
 
+# A check of the working tree against HEAD, trusted whatever it is, on a fixed day.
+CHECK_AGAINST_HEAD = [
+    *("check", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"),
+    *("--base", "HEAD", "--trust-any-base", "--today", "2026-12-02"),
+]
+
+
 def test_a_tree_git_cannot_hash_closes_the_check(project: Path) -> None:
     from epoch_gate.change.tree_test import make_repo
 
     make_repo(project)
     assert main(["pin", "--epoch-id", "e1", "--generator", "fixtures/gen.py", "--input", "fixtures/base.json"]) == 0
     (project / "odd\nname.txt").write_text("a path `git hash-object --stdin-paths` cannot take\n")
-    main(
-        [
-            "check",
-            "--generator",
-            "fixtures/gen.py",
-            "--input",
-            "fixtures/base.json",
-            "--base",
-            "HEAD",
-            "--trust-any-base",
-            "--today",
-            "2026-12-02",
-        ]
-    )
+    main(CHECK_AGAINST_HEAD)
     report = reported(project)
     assert report["verdict"] == "closed"
     assert any(r["code"] == "changed-set-unavailable" and "newline" in r["message"] for r in report["reasons"])
@@ -286,23 +280,7 @@ def test_a_committed_dist_file_and_hostile_names_end_in_a_report(
         handle.write(b"{}\n")
     (project / "freezes" / "a\n::stop-commands::x\x1b\u2028.json").write_text("{}\n")
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "check",
-                "--generator",
-                "fixtures/gen.py",
-                "--input",
-                "fixtures/base.json",
-                "--base",
-                "HEAD",
-                "--trust-any-base",
-                "--today",
-                "2026-12-02",
-            ]
-        )
-        == 1
-    )
+    assert main(CHECK_AGAINST_HEAD) == 1
     printed = capsys.readouterr()
     assert not any(line.startswith("::") for line in printed.out.splitlines())
     out = Path(printed.err.split("; report: ")[1].split("\n")[0])
