@@ -13,7 +13,8 @@ from pants.util.strutil import help_text
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.pin import PinnedFile, mint_pin
 from epoch_gate.reasons import EvidenceError, Reason
-from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest
+from epoch_gate_pants.fixture import EpochCheck, EpochCheckRequest, FixtureFiles, FixtureFilesRequest
+from epoch_gate_pants.formatting import Formatting, FormattingRequest
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget
 
@@ -25,7 +26,9 @@ class PinEpochSubsystem(GoalSubsystem):
         Mint the pin of one `epoch_fixture` (named, or the fixture of the suite named): run its
         generator in a sandbox, hash the generator, its inputs and the fixture world it produced, and
         write the pin. Refuses to give an existing epoch
-        id other bytes: a changed generator needs a new `--epoch-id`.
+        id other bytes: a changed generator needs a new `--epoch-id`. Refuses, too, a generator or input
+        that the repository's formatters or fixers would rewrite, and prints the `pants fmt` command to run
+        first: a formatter run after the pin would move the epoch.
         """
     )
     epoch_id = StrOption(default=None, help="The epoch id to pin (letters, digits, `.`, `_`, `-`).")
@@ -43,7 +46,9 @@ class SamplePropertiesSubsystem(GoalSubsystem):
         Draw the manifest of one `property_manifest` (named, or the manifest of the suite named):
         `--k` properties of its catalog chosen by `--seed` (sha256-rank-v1, the same on every
         interpreter and machine), with their digest.
-        The reviewer draws it, never the drafting model; record the seed you used.
+        The reviewer draws it, never the drafting model; record the seed you used. Refuses a catalog or
+        predicate module that the repository's formatters or fixers would rewrite, and prints the
+        command to run first.
         """
     )
     seed = IntOption(default=None, help="The seed of the draw (0 to 2**63-1).")
@@ -85,6 +90,12 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
         if target is not None:
             console.print_stderr("pin-epoch: --epoch-id is required")
         return PinEpoch(exit_code=64)
+    pinned = await Get(FixtureFiles, FixtureFilesRequest(target.address))
+    formatting = await Get(Formatting, FormattingRequest((pinned.generator_path, *pinned.input_paths)))
+    if formatting.rewrites:
+        for line in formatting.refusal("pin-epoch", "the pin records by sha256"):
+            console.print_stderr(line)
+        return PinEpoch(exit_code=1)
     check = await Get(EpochCheck, EpochCheckRequest(target.address))
     files, world = check.files, check.world
     if world.failure is not None:
@@ -123,6 +134,11 @@ async def sample_properties(
             console.print_stderr("sample-properties: --seed and --k are required")
         return SampleProperties(exit_code=64)
     files = await Get(ManifestFiles, ManifestFilesRequest(target.address))
+    formatting = await Get(Formatting, FormattingRequest((files.catalog_path, *files.predicate_paths)))
+    if formatting.rewrites:
+        for line in formatting.refusal("sample-properties", "the gate protects"):
+            console.print_stderr(line)
+        return SampleProperties(exit_code=1)
     catalog = files.check.catalog
     if catalog is None:
         for reason in files.check.reasons:

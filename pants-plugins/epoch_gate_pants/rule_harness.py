@@ -32,7 +32,11 @@ CATALOG = """properties:
 
 
 def new_rule_runner(
-    tmp: Path, named_caches: Path, modules: Iterable[ModuleType], queries: Iterable[QueryRule] = ()
+    tmp: Path,
+    named_caches: Path,
+    modules: Iterable[ModuleType],
+    queries: Iterable[QueryRule] = (),
+    extra_rules: Iterable = (),
 ) -> RuleRunner:
     """A RuleRunner over the rules of `modules` and what they call, with its own store under `tmp` (so its own
     process cache) and the shared named caches (pex's and pip's downloads, which hold no results)."""
@@ -42,6 +46,7 @@ def new_rule_runner(
             *PANTS_RULES,
             *CONFIGURED_SUBSYSTEMS,
             *queries,
+            *extra_rules,
         ],
         target_types=TARGET_TYPES,
         bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],

@@ -27,3 +27,27 @@ def test_pin_epoch_refuses_to_reuse_an_id_for_a_new_generator(repo: Repo) -> Non
     assert minted.returncode == 0, minted.stderr[-2000:]
     pin = json.loads((repo.root / "fixtures/EPOCH").read_text())
     assert pin["epoch_id"] == "orders-2026-12-b" and pin["world_sha256"] == json.loads(pinned)["world_sha256"]
+
+
+def test_pin_epoch_refuses_a_generator_black_would_rewrite_and_names_the_command(repo: Repo) -> None:
+    # Last in the module: editing pants.toml restarts the daemon. Black stops excluding the fixtures, as in
+    # a repository that formats everything; the example's generator is not in Black's style.
+    repo.edit("pants.toml", "|fixtures|checks)/", "|checks)/")
+    pinned = (repo.root / "fixtures/EPOCH").read_bytes()
+    refused = repo.pants("pin-epoch", "--epoch-id=orders-2026-12-f", "fixtures:orders_epoch")
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    lines = refused.stderr.splitlines()
+    assert lines[next(i for i, line in enumerate(lines) if line.startswith("pin-epoch")) :] == [
+        "pin-epoch: refused: the repository's formatters would rewrite files that the pin records by sha256: "
+        "black (fixtures/generate_orders.py).",
+        "  A formatter run after this goal would move the epoch or edit the oracle.",
+        "  Run `pants fmt fixtures/generate_orders.py`, review the change, and run pin-epoch again.",
+    ]
+    assert (repo.root / "fixtures/EPOCH").read_bytes() == pinned
+
+    formatted = repo.pants("fmt", "fixtures/generate_orders.py")
+    assert formatted.returncode == 0, formatted.stderr[-2000:]
+    minted = repo.pants("pin-epoch", "--epoch-id=orders-2026-12-f", "fixtures:orders_epoch")
+    assert minted.returncode == 0, minted.stderr[-2000:]
+    linted = repo.pants("lint", "--only=black", "fixtures/generate_orders.py")  # and Black's lint agrees
+    assert linted.returncode == 0, linted.stderr[-2000:]
