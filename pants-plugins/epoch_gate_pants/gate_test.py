@@ -148,8 +148,14 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRe
     assert_closed_with(run, "property-failed")
     assert codes(run.report) == {"property-failed"}
     (reason,) = reasons(run.report, "property-failed")
-    witness = (repo.root / reason["path"]).read_bytes()
     (observation,) = [o for o in observations(run.report) if o["property"] == "refund_le_captured"]
+    saved = f"dist/gate/{suites(run.report)[0]['folder']}/observations/{observation['id']}.bin"
+    assert (reason["path"], reason["message"]) == (
+        "checks:props#refund_le_captured",
+        f"the payments record at line {observation['line']} (saved as {saved}) fails it: predicate returned False; "
+        "fix the product for this record",
+    )
+    witness = (repo.root / saved).read_bytes()
     assert observation["status"] == "fail" and observation["rerun_passed"] is False
     lines = repo.world["payments.jsonl"].splitlines()
     assert witness == lines[observation["line"] - 1]  # exactly the offending record: the first refund of 50

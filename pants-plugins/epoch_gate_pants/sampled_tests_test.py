@@ -43,4 +43,6 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
         TestResult, [SampledPropertiesTestRequest.Batch("", (SampledPropertiesFieldSet.create(target),), None)]
     )
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
-    assert "\n[property-failed] refund_le_captured-" in result.stdout, result.stdout  # by id: no witness folder
+    assert (
+        "\n[property-failed] checks:props#refund_le_captured: the payments record at line " in result.stdout
+    ), result.stdout

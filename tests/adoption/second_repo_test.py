@@ -285,9 +285,12 @@ def test_a_django_suite_replays_after_its_product_set_up_in_local_and_trusted_mo
     buggy = adopted.sh("pants gate --gate-candidate=discount ::")
     judged = report(adopted)
     assert buggy.returncode == 1 and judged["verdict"] == "closed", buggy.stdout
-    assert [(r["code"], r["message"].split(":")[0]) for r in all_reasons(judged)] == [
-        ("property-failed", "total_within_gross")
-    ], all_reasons(judged)
+    [failed] = all_reasons(judged)
+    assert (failed["code"], failed["path"]) == ("property-failed", f"{suite}#total_within_gross"), failed
+    assert re.fullmatch(
+        r"the bookings record at line \d+ \(saved as dist/gate/\S+\.bin\) fails it: .+; fix the product for this record",
+        failed["message"],
+    ), failed
 
     # The set-up is the candidate's like the rest of the product: a candidate whose set-up fails is closed,
     # and the reason names the set-up and what it raised.

@@ -194,9 +194,12 @@ def _memorising_is_caught_only_with_the_key(
     keyed = judge.gate("--keep-sandboxes=always", f"--gate-candidate={memorising}", env=KEYED)
     assert keyed.verdict == "closed", keyed.stdout
     failed = keyed.reasons("property-failed")
-    assert {r["message"].split(":")[0:2] == ["held-out world", " tax_is_half_even_rounded"] for r in failed} == {True}
+    assert {(r["path"], r["message"].startswith("held-out world: the orders record at line ")) for r in failed} == {
+        (f"{ORDERS}#tax_is_half_even_rounded", True)
+    }
     (witness,) = [o for o in keyed.observations() if o["property"] == "tax_is_half_even_rounded"]
-    assert (judge.root / failed[0]["path"]).is_file() and witness["id"] in failed[0]["path"]
+    saved = f"dist/gate/{keyed.suite(ORDERS)['folder']}/observations/{witness['id']}.bin"
+    assert (judge.root / saved).is_file() and f"(saved as {saved})" in failed[0]["message"]
     assert _drawn(keyed, ORDERS)["seed_sha256"] != held["seed_sha256"]  # another candidate, another world
 
     # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches, nor in the argv,

@@ -179,8 +179,8 @@ def judged(judge: Repo, commit: str, *options: str) -> GateRun:
 
 def assert_property_failed(run: GateRun) -> None:
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert {r["path"].rsplit("/", 1)[-1].split("-")[0] for r in run.reasons("property-failed")} == {
-        "refund_le_captured"
+    assert {r["path"] for r in run.reasons("property-failed")} == {
+        "checks:orders_properties#refund_le_captured"
     }, run.stdout
 
 

@@ -207,7 +207,8 @@ def test_witnesses_go_under_their_suites_folder() -> None:
     j = judged(facts(), suite("payments:props", failed))
     (reason,) = [r for s in j.report.suites for r in s.verdict.reasons]
     folder = j.report.suites[0].folder
-    assert reason.path == f"dist/gate/{folder}/observations/{failed.id}.bin"
+    assert reason.path == f"payments:props#{failed.property}"  # about the property and the record; its bytes:
+    assert f"(saved as dist/gate/{folder}/observations/{failed.id}.bin)" in reason.message
     assert folder.startswith("suites/payments_props-")
     from epoch_gate.verdict.report import output_files
 
@@ -265,8 +266,14 @@ def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
     failure = observed("payments:props", witness=b'{"id":2}')
     j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props", failure)))
     (report,) = j.report.suites
-    assert [(r.code, r.message) for r in report.verdict.reasons] == [
-        (Code.PROPERTY_FAILED, "held-out world: p: returned False")
+    saved = f"dist/gate/{report.folder}/observations/{failure.id}.bin"
+    assert [(r.code, r.path, r.message) for r in report.verdict.reasons] == [
+        (
+            Code.PROPERTY_FAILED,
+            "payments:props#p",
+            f"held-out world: the {failure.bound} record at line {failure.line} (saved as {saved}) fails it: "
+            "returned False; fix the product for this record",
+        )
     ]
     assert j.witnesses == {failure.id: b'{"id":2}'}
     assert report.to_json()["held_out"]["properties"][0]["outcome"] == "fail"

@@ -320,7 +320,7 @@ def _replay_reasons(
             # Only these codes pass through: a summary naming a hold code must not soften an error.
             code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
             reasons.append(
-                Reason(code, outcome.name, "an evaluated property", "error", f"{outcome.name}: {outcome.detail}")
+                Reason(code, _about(evidence, outcome.name), "an evaluated property", "error", outcome.detail)
             )
         for oid in outcome.observation_ids:
             observation = by_id.get(oid)
@@ -349,18 +349,32 @@ def _replay_reasons(
                 flakes.append(observation)
             else:
                 # The product failing on a record (raising, say) is the record's failure: the predicate's
-                # own errors end its property as an error instead, above.
+                # own errors end its property as an error instead, above. The reason is about the property
+                # and the record; the witness file only holds the record's bytes.
                 reasons.append(
                     Reason(
                         Code.PROPERTY_FAILED,
-                        path,
+                        _about(evidence, outcome.name),
                         expected=f"{outcome.name} holds",
                         found=f"violated by {outcome.bound} line {observation.line} "
                         f"(witness {observation.witness_sha256[:12]})",
-                        message=f"{outcome.name}: {observation.detail.partition(chr(10))[0]}",
+                        message=f"{_record(observation, evidence)} fails it: "
+                        f"{observation.detail.partition(chr(10))[0]}; fix the product for this record",
                     )
                 )
     return reasons, flakes
+
+
+def _about(evidence: SuiteEvidence, prop: str) -> str:
+    """What a property's reason is about, as Pants names a part of a target: `checks:suite#property`."""
+    return f"{evidence.address}#{prop}"
+
+
+def _record(observation: Observation, evidence: SuiteEvidence) -> str:
+    """The record a reason is about, and where its bytes were saved when they were."""
+    saved = evidence.witness_paths.get(observation.id)
+    where = f" (saved as {saved})" if saved else ""
+    return f"the {observation.bound} record at line {observation.line}{where}"
 
 
 def judge_suite(evidence: SuiteEvidence) -> Verdict:
@@ -405,7 +419,6 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
             valid[freeze.observation_id] = freeze
 
     for flake in flakes:
-        path = evidence.witness_paths.get(flake.id, flake.id)
         if flake.id in valid:
             freeze = valid.pop(flake.id)
             reasons.append(
@@ -421,11 +434,11 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
             reasons.append(
                 Reason(
                     Code.FLAKE_UNFROZEN,
-                    path,
+                    _about(evidence, flake.property),
                     expected="a valid freeze citing " + flake.id,
                     found="none",
-                    message=f"{flake.property} failed once and passed its rerun on "
-                    "the same bytes; no valid freeze covers it",
+                    message=f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
+                    "bytes; no valid freeze covers it: fix the flake, or a reviewer freezes it (freezes/)",
                 )
             )
 

@@ -153,12 +153,32 @@ def test_manifest_whose_digest_matches_its_own_body_but_is_not_the_draw() -> Non
     assert decide(evidence(findings=checked.reasons)).label is Label.CLOSED
 
 
-def test_sampled_property_failed_is_closed_with_the_witness_path() -> None:
+def test_sampled_property_failed_names_the_property_and_the_record() -> None:
     failed = observation("refund_le_captured", status="fail")
     ev = evidence(replay=replay(outcome_for(failed)), observations=(failed,))
-    reasons = decide(ev).reasons
-    assert [r.code for r in reasons] == [Code.PROPERTY_FAILED]
-    assert reasons[0].path == witness_path(failed.id)
+    assert [r.to_json() for r in decide(ev).reasons] == [
+        {
+            "code": "property-failed",
+            "severity": "closed",
+            "path": "suite#refund_le_captured",
+            "expected": "refund_le_captured holds",
+            "found": f"violated by retries line 1 (witness {failed.witness_sha256[:12]})",
+            "message": f"the retries record at line 1 (saved as {witness_path(failed.id)}) fails it: "
+            "predicate returned False; fix the product for this record",
+        }
+    ]
+
+
+def test_an_unfrozen_flake_names_the_property_the_record_and_what_to_do() -> None:
+    flaked = observation("retry_applies_once", status="flake")
+    ev = evidence(replay=replay(outcome_for(flaked)), observations=(flaked,))
+    [reason] = decide(ev).reasons
+    assert (reason.code, reason.path, reason.message) == (
+        Code.FLAKE_UNFROZEN,
+        "suite#retry_applies_once",
+        f"the retries record at line 1 (saved as {witness_path(flaked.id)}) failed it once and passed its rerun "
+        "on the same bytes; no valid freeze covers it: fix the flake, or a reviewer freezes it (freezes/)",
+    )
 
 
 def test_a_product_that_raises_fails_its_property() -> None:
@@ -168,7 +188,11 @@ def test_a_product_that_raises_fails_its_property() -> None:
     )
     reasons = decide(evidence(replay=replay(outcome_for(raised)), observations=(raised,))).reasons
     assert [(r.code, r.message) for r in reasons] == [
-        (Code.PROPERTY_FAILED, "p: the product raised IndexError: list index out of range")
+        (
+            Code.PROPERTY_FAILED,
+            f"the retries record at line 1 (saved as {witness_path(raised.id)}) fails it: "
+            "the product raised IndexError: list index out of range; fix the product for this record",
+        )
     ]
 
 
