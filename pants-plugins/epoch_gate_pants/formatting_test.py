@@ -129,10 +129,12 @@ def test_sample_properties_refuses_predicates_the_formatter_would_rewrite(rule_r
         SampleProperties, args=["--sample-properties-seed=4", "--sample-properties-k=1", "checks:props"]
     )
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines()[0] == (
+    assert refused.stderr.splitlines() == [
         "sample-properties: refused: the repository's formatters would rewrite files that the gate protects: "
-        "untab (checks/props.py)."
-    )
+        "untab (checks/props.py).",
+        "  A formatter run after this goal would move the epoch or edit the oracle.",
+        "  Run `pants fmt checks/props.py`, review the change, and run sample-properties again.",
+    ]
     assert rule_runner.read_file("checks/manifest.json") == manifest
 
 

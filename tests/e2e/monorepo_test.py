@@ -30,6 +30,7 @@ FLAKY_RETRY = (
 
 def test_a_broken_property_closes_its_suite_only(repo: Repo) -> None:
     base = repo.head()
+    assert repo.gate(f"--changed-since={base}").verdict == "eligible"  # both replays are in the cache now
     repo.edit(*TRANSFER_BUG)
     repo.commit("transfers make stock")
     run = repo.gate(f"--changed-since={base}")
@@ -38,6 +39,9 @@ def test_a_broken_property_closes_its_suite_only(repo: Repo) -> None:
     assert run.suite(ORDERS)["verdict"] == "eligible" and run.suite(ORDERS)["reasons"] == []
     inventory = run.suite(INVENTORY)
     assert inventory["verdict"] == "closed"
+    # Every suite is judged; the one the change does not reach comes from the cache (inventory's may too,
+    # when an earlier run judged the same bug).
+    assert run.suite(ORDERS)["cached"] is True, run.report
     assert {r["code"] for r in inventory["reasons"]} == {"property-failed"}
     assert f"{INVENTORY}#transfer_conserves_stock" in {r["path"] for r in inventory["reasons"]}
     (witness,) = inventory["identities"]["witnesses"]

@@ -7,6 +7,8 @@ of this repository and judged by the real `./pants --changed-since=<base> gate`.
 
 from __future__ import annotations
 
+import re
+
 from tests.e2e.repo import GateRun, Repo
 
 
@@ -29,6 +31,24 @@ def test_unrelated_change_is_eligible(repo: Repo) -> None:
     assert (
         "epoch     orders-" in run.stdout and "manifest  sha256 " in run.stdout and "verdict   eligible" in run.stdout
     )
+
+
+def test_a_clean_checkout_prints_what_the_readme_shows(repo: Repo) -> None:
+    readme = (repo.root / "README.md").read_text()
+    shown = readme.split("On a clean checkout, stdout reads:\n\n```\n", 1)[1].split("```", 1)[0]
+    run = repo.gate()
+    assert run.exit_code == 0 and run.stdout == shown, run.stdout
+    # As each suite is decided, one line on stderr says how its replay went, before the report is printed.
+    for suite, passed, records in (
+        ("checks:orders_properties", 8, "5,000"),
+        ("checks/inventory:inventory_properties", 4, "500"),
+    ):
+        assert re.search(
+            rf"\[INFO\] {re.escape(suite)}: {passed} of {passed} sampled properties pass over {records} records"
+            r"( \(from the cache\))?$",
+            run.stderr,
+            re.MULTILINE,
+        ), run.stderr[-3000:]
 
 
 def test_base_that_does_not_resolve(repo: Repo) -> None:

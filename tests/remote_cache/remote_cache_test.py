@@ -5,12 +5,13 @@ the cache was unreachable."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.repo import Repo
-from tests.remote_cache.server import buildgrid, free_port, remote_options, stats
+from tests.remote_cache.server import INSTANCE, buildgrid, free_port, interpreter, remote_options, stats
 
 REPLAY = "checks:orders_properties"
 # Pants' defaults for [GLOBAL].remote_cache_rpc_concurrency and remote_store_rpc_concurrency.
@@ -34,8 +35,19 @@ def gate(repo: Repo, *options: str) -> tuple[dict, str, dict[str, int]]:
 
 
 @pytest.mark.parametrize("store", ["memory", "disk"])
-def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_path: Path, store: str) -> None:
-    with buildgrid(example.root, tmp_path / "buildgrid.log", tmp_path / "cas" if store == "disk" else None) as port:
+def test_each_configuration_serves_the_calls_pants_makes(example: Repo, tmp_path: Path, store: str) -> None:
+    # Both stores answer the REAPI calls of Pants' remote cache; the gate itself runs over one (below): the
+    # two differ only in where BuildGrid keeps the CAS.
+    log = tmp_path / "buildgrid.log"
+    with buildgrid(example.root, log, tmp_path / "cas" if store == "disk" else None) as port:
+        probe = [str(interpreter(log)), str(Path(__file__).with_name("reapi_probe.py")), str(port), INSTANCE]
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr[-3000:]
+    assert f"buildgrid: serving {store}.yml on 127.0.0.1:{port} from " in log.read_text()
+
+
+def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_path: Path) -> None:
+    with buildgrid(example.root, tmp_path / "buildgrid.log", tmp_path / "cas") as port:
         # CI: a cold local cache, remote writes on.
         ci = example.gate(
             "-ldebug", "--local-store-dir=" + str(tmp_path / "ci-store"), *remote_options(port, write=True)
@@ -47,10 +59,10 @@ def test_a_laptop_with_an_empty_local_cache_replays_nothing(example: Repo, tmp_p
         laptop = ["--local-store-dir=" + str(tmp_path / "laptop-store"), *remote_options(port, write=False)]
         run = example.gate("--stats-log", "-ldebug", "--property-replay-remote-cache-speculation-delay=600000", *laptop)
         report, stdout, counters = run.report, run.stdout, stats(run.stderr)
-        if store == "disk":  # `pants test` asks for the very replay the gate ran: a remote hit too
-            test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"), "test", REPLAY)
-            assert test.returncode == 0, test.stderr[-3000:]
-            assert f"✓ {REPLAY} succeeded" in test.stderr and "(cached remotely)" in test.stderr, test.stderr[-2000:]
+        # `pants test` asks for the very replay the gate ran: a remote hit too.
+        test = example.pants(*laptop[1:], "--local-store-dir=" + str(tmp_path / "laptop-store-2"), "test", REPLAY)
+        assert test.returncode == 0, test.stderr[-3000:]
+        assert f"✓ {REPLAY} succeeded" in test.stderr and "(cached remotely)" in test.stderr, test.stderr[-2000:]
     # Every cacheable process of the gate (the generators and the replays) came from the remote cache.
     assert counters["remote_cache_requests_cached"] >= 4 and counters["remote_cache_requests_uncached"] == 0, counters
     assert counters["remote_cache_read_errors"] == 0, counters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -57,6 +58,13 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def interpreter(log: Path) -> Path:
+    """The Python of the BuildGrid that `serve` started, from the line it logs first."""
+    found = re.search(r"^buildgrid: serving \S+ on \S+ from (\S+)$", log.read_text(), re.MULTILINE)
+    assert found, log.read_text()[-3000:]
+    return Path(found.group(1)) / "bin" / "python"
 
 
 def remote_options(port: int, *, write: bool) -> list[str]:
