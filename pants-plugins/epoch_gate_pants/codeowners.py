@@ -103,8 +103,7 @@ async def gate_codeowners(console: Console, options: CodeownersSubsystem, all_ta
             console.print_stderr(f"{options.check} covers the protected set ({len(lines) - 2} patterns)")
             return GateCodeowners(exit_code=0)
     except EvidenceError as error:
-        r = error.reason
-        console.print_stderr(f"refused {r.line()}\n  {r.comparison()}")
+        console.print_stderr("\n".join(error.reason.refusal()))
         return GateCodeowners(exit_code=1)
     for line in lines:
         console.print_stdout(line)

@@ -152,8 +152,7 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRe
     saved = f"dist/gate/{suites(run.report)[0]['folder']}/observations/{observation['id']}.bin"
     assert (reason["path"], reason["message"]) == (
         "checks:props#refund_le_captured",
-        f"the payments record at line {observation['line']} (saved as {saved}) fails it: predicate returned False; "
-        "fix the product for this record",
+        f"the payments record at line {observation['line']} (saved as {saved}) fails it: predicate returned False",
     )
     witness = (repo.root / saved).read_bytes()
     assert observation["status"] == "fail" and observation["rerun_passed"] is False

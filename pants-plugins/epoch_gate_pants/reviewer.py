@@ -78,9 +78,7 @@ async def _one(targets: Targets, kind: type[Target], goal: str, console: Console
 
 
 def _refused(console: Console, goal: str, r: Reason) -> None:
-    console.print_stderr(f"{goal}: refused {r.line()}")
-    if r.expected or r.found:
-        console.print_stderr(f"  expected {r.expected or '-'}; found {r.found or '-'}")
+    console.print_stderr(f"{goal}: " + "\n".join(r.refusal()))
 
 
 @goal_rule

@@ -27,10 +27,7 @@ def _print_reason_error(error: Exception) -> int:
     from epoch_gate.reasons import EvidenceError
 
     if isinstance(error, EvidenceError):
-        r = error.reason
-        print(f"refused {r.line()}", file=sys.stderr)
-        if r.expected or r.found:
-            print(f"  {r.comparison()}", file=sys.stderr)
+        print("\n".join(error.reason.refusal()), file=sys.stderr)
         return 1
     raise error
 
@@ -107,7 +104,7 @@ def cmd_annotations(args: argparse.Namespace) -> int:
             raise ValueError("no reasons list")
     except (OSError, ValueError) as exc:
         unreadable = Reason(Code.ARTIFACT_MALFORMED, args.report, "", "", f"not a readable report.json ({exc})")
-        print(f"refused {unreadable.line()}", file=sys.stderr)
+        print("\n".join(unreadable.refusal()), file=sys.stderr)
         return 1
     for line in lines(value, Style(args.format)):
         print(line)

@@ -30,6 +30,8 @@ def _text(reason: Mapping[str, Any]) -> str:
     text = str(reason.get("message", ""))
     if reason.get("expected") or reason.get("found"):
         text += f" (expected {reason.get('expected') or '-'}; found {reason.get('found') or '-'})"
+    if reason.get("advice"):
+        text += f" To do: {reason.get('advice')}"
     return text
 
 

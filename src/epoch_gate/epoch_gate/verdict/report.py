@@ -149,10 +149,15 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
     return lines
 
 
-def _reason_lines(reason: Reason, indent: str) -> list[str]:
-    lines = [f"{indent}{reason.code.severity.value:<6}    {reason.line()}"]
-    if reason.expected or reason.found:
-        lines.append(f"{indent}            {reason.comparison()}")
+def _reason_lines(reasons: Sequence[Reason], indent: str) -> list[str]:
+    """Each reason and its comparison; what to do once after a run of reasons of one code."""
+    lines = []
+    for i, reason in enumerate(reasons):
+        lines.append(f"{indent}{reason.code.severity.value:<6}    {reason.line()}")
+        if reason.expected or reason.found:
+            lines.append(f"{indent}            {reason.comparison()}")
+        if i + 1 == len(reasons) or reasons[i + 1].code is not reason.code:
+            lines.append(f"{indent}            to do: {reason.code.advice}")
     return lines
 
 
@@ -189,11 +194,9 @@ def console_lines(report: Report) -> list[str]:
         lines.append(f"  held-out  {suite.held_out.line()}")
         if suite.held_out_replay:
             lines += [f"  held-out  {prop.summary()}" for prop in suite.held_out_replay.properties]
-        for reason in suite.verdict.reasons:
-            lines += _reason_lines(reason, "  ")
+        lines += _reason_lines(suite.verdict.reasons, "  ")
         lines.append(f"  verdict   {suite.verdict.label.value}")
-    for reason in report.verdict.reasons:
-        lines += _reason_lines(reason, "")
+    lines += _reason_lines(report.verdict.reasons, "")
     for change in report.oracle_changes:
         lines.append(
             f"oracle    {change.kind} {change.subject}: {_transition(change.before, change.after)}" f" ({change.note})"
@@ -235,10 +238,13 @@ def _code(text: object) -> str:
 
 
 def _reason_table(reasons: Sequence[Reason]) -> list[str]:
-    out = ["| severity | code | path | expected | found | message |", "|---|---|---|---|---|---|"]
+    out = [
+        "| severity | code | path | expected | found | message | to do |",
+        "|---|---|---|---|---|---|---|",
+    ]
     return out + [
         f"| {r.code.severity.value} | `{r.code.value}` | {_code(r.path)} | {_cell(r.expected)} "
-        f"| {_cell(r.found)} | {_cell(r.message)} |"
+        f"| {_cell(r.found)} | {_cell(r.message)} | {_cell(r.code.advice)} |"
         for r in reasons
     ]
 

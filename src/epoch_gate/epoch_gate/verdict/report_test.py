@@ -171,3 +171,32 @@ def test_markdown_keeps_the_changes_text_inside_its_cell() -> None:
     assert f"| `freeze-added` | {code_span} |" in text
     assert "a note\\|\\`x\\`\\<img src=y\\>\\\\n::warning::z |" in text
     report.output_files(evil_report(), {})["report.json"].decode("utf-8")
+
+
+def test_what_to_do_follows_each_run_of_reasons_of_one_code() -> None:
+    base = sample_report()
+    two = (ChangedPath("fixtures/EPOCH", "modified"), ChangedPath("freezes/a.json", "added"))
+    evidence = Evidence(
+        base.suites[0].identities,
+        two,
+        ProtectedSet(frozenset({"fixtures/EPOCH"}), ("freezes/",)),
+        None,
+        (),
+        (),
+        datetime.date(2026, 12, 2),
+    )
+    lines = report.console_lines(one_suite(evidence, "f" * 40))
+    start = lines.index("  verdict   closed") + 1
+    assert lines[start : start + 5] == [
+        "closed    [protected-path-changed] fixtures/EPOCH: a protected path is modified in this change",
+        "            expected unchanged (protected); found modified",
+        "closed    [protected-path-changed] freezes/a.json: a protected path is added in this change",
+        "            expected unchanged (protected); found added",
+        "            to do: " + Code.PROTECTED_PATH_CHANGED.advice,
+    ]
+    table = report.markdown(one_suite(evidence, "f" * 40))
+    assert "| message | to do |" in table and table.count(_md(Code.PROTECTED_PATH_CHANGED.advice)) == 2
+
+
+def _md(text: str) -> str:
+    return text.replace("`", "\\`").replace("<", "\\<").replace(">", "\\>")

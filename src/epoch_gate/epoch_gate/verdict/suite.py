@@ -118,7 +118,7 @@ def _incomplete(path: str, expected: str, found: str, message: str) -> Reason:
     return Reason(Code.REPLAY_INCOMPLETE, path, expected, found, message)
 
 
-def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Expected]) -> list[Reason]:
+def replay_problems(address: str, replay: ReplayResult, ids: Identities, expected: Optional[Expected]) -> list[Reason]:
     """The replay's output is checked, not believed: every manifest property over every record of its
     bound, over the pinned world, with witnesses for every non-pass."""
     problems = []
@@ -126,7 +126,7 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
         problems.append(
             Reason(
                 Code.WORLD_MISMATCH,
-                "replay",
+                address,
                 expected=str(ids.world_sha256),
                 found=replay.world_sha256,
                 message="the replay ran over another fixture world",
@@ -136,7 +136,7 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
         return [
             *problems,
             _incomplete(
-                "replay",
+                address,
                 "the manifest's properties and the world's record counts",
                 "unavailable",
                 "the replay's completeness cannot be checked",
@@ -146,7 +146,7 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
     if found != expected.properties:
         problems.append(
             _incomplete(
-                "replay",
+                address,
                 ", ".join(n for n, _ in expected.properties)[:500],
                 ", ".join(n for n, _ in found)[:500],
                 "the replay did not evaluate exactly the manifest's properties",
@@ -156,19 +156,19 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
         if outcome.outcome in ("fail", "flake") and not outcome.observation_ids:
             problems.append(
                 _incomplete(
-                    outcome.name,
+                    f"{address}#{outcome.name}",
                     "the witnesses of a non-passing property",
                     "none",
-                    f"{outcome.name}: {outcome.outcome} without any observation",
+                    f"{outcome.outcome} without any observation",
                 )
             )
         if outcome.outcome == "fail" and outcome.failures < 1:
             problems.append(
                 _incomplete(
-                    outcome.name,
+                    f"{address}#{outcome.name}",
                     "a count of failing records",
                     str(outcome.failures),
-                    f"{outcome.name}: fail without a failing record",
+                    "fail without a failing record",
                 )
             )
         if outcome.outcome == "error":
@@ -177,10 +177,10 @@ def replay_problems(replay: ReplayResult, ids: Identities, expected: Optional[Ex
         if outcome.records != want or want == 0:
             problems.append(
                 _incomplete(
-                    outcome.name,
+                    f"{address}#{outcome.name}",
                     f"{want} {outcome.bound} records",
                     f"{outcome.records} evaluated",
-                    f"{outcome.name}: the replay did not evaluate every record of its bound",
+                    "the replay did not evaluate every record of its bound",
                 )
             )
     return problems
@@ -304,7 +304,7 @@ def _replay_reasons(
                 message="the replay's summary is another suite's",
             )
         )
-    reasons.extend(replay_problems(replay, ids, evidence.expected))
+    reasons.extend(replay_problems(evidence.address, replay, ids, evidence.expected))
     if replay.epoch_id != ids.epoch_id or replay.manifest_sha256 != ids.manifest_sha256:
         reasons.append(
             Reason(
@@ -324,25 +324,24 @@ def _replay_reasons(
             )
         for oid in outcome.observation_ids:
             observation = by_id.get(oid)
-            path = evidence.witness_paths.get(oid, oid)
             if observation is None or observation.source != "replay":
                 reasons.append(
                     Reason(
                         Code.OBSERVATION_WITNESS_MISSING,
-                        path,
+                        _about(evidence, outcome.name),
                         expected=oid,
                         found="missing",
-                        message=f"{outcome.name}: the replay's observation is missing",
+                        message=f"the replay names the observation {oid} and did not write it",
                     )
                 )
             elif observation.epoch_id != ids.epoch_id:
                 reasons.append(
                     Reason(
                         Code.OBSERVATION_WRONG_EPOCH,
-                        path,
+                        _about(evidence, outcome.name),
                         expected=str(ids.epoch_id),
                         found=observation.epoch_id,
-                        message="observation from another epoch",
+                        message=f"{_record(observation, evidence)}: the observation is of another epoch",
                     )
                 )
             elif observation.is_flake:
@@ -359,7 +358,7 @@ def _replay_reasons(
                         found=f"violated by {outcome.bound} line {observation.line} "
                         f"(witness {observation.witness_sha256[:12]})",
                         message=f"{_record(observation, evidence)} fails it: "
-                        f"{observation.detail.partition(chr(10))[0]}; fix the product for this record",
+                        f"{observation.detail.partition(chr(10))[0]}",
                     )
                 )
     return reasons, flakes
@@ -438,7 +437,7 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
                     expected="a valid freeze citing " + flake.id,
                     found="none",
                     message=f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
-                    "bytes; no valid freeze covers it: fix the flake, or a reviewer freezes it (freezes/)",
+                    "bytes; no valid freeze covers it",
                 )
             )
 

@@ -164,7 +164,8 @@ def test_sampled_property_failed_names_the_property_and_the_record() -> None:
             "expected": "refund_le_captured holds",
             "found": f"violated by retries line 1 (witness {failed.witness_sha256[:12]})",
             "message": f"the retries record at line 1 (saved as {witness_path(failed.id)}) fails it: "
-            "predicate returned False; fix the product for this record",
+            "predicate returned False",
+            "advice": "Fix the product so that the property holds for this record (`pants test <suite>` replays it).",
         }
     ]
 
@@ -177,7 +178,11 @@ def test_an_unfrozen_flake_names_the_property_the_record_and_what_to_do() -> Non
         Code.FLAKE_UNFROZEN,
         "suite#retry_applies_once",
         f"the retries record at line 1 (saved as {witness_path(flaked.id)}) failed it once and passed its rerun "
-        "on the same bytes; no valid freeze covers it: fix the flake, or a reviewer freezes it (freezes/)",
+        "on the same bytes; no valid freeze covers it",
+    )
+    assert (
+        reason.code.advice
+        == "Fix the flake, or have a reviewer freeze it (a file in `freezes/` citing the observation)."
     )
 
 
@@ -191,7 +196,7 @@ def test_a_product_that_raises_fails_its_property() -> None:
         (
             Code.PROPERTY_FAILED,
             f"the retries record at line 1 (saved as {witness_path(raised.id)}) fails it: "
-            "the product raised IndexError: list index out of range; fix the product for this record",
+            "the product raised IndexError: list index out of range",
         )
     ]
 
