@@ -116,6 +116,15 @@ with open(os.path.join(args.out, "payments.jsonl"), "w") as out:
 """
 BASE = '{"count": 50}\n'
 PRODUCT = "def refundable(captured: int, refunded: int) -> bool:\n    return refunded <= captured\n"
+# A rare flake: the first call in a process answers wrong, so one record fails once and passes its rerun.
+FLAKY_PRODUCT = """_calls = []
+
+
+def refundable(captured: int, refunded: int) -> bool:
+    _calls.append(1)
+    return len(_calls) > 1 and refunded <= captured
+"""
+
 PREDICATES = """
 def refund_le_captured(record, product) -> bool:
     refundable = product.payments_lib.refundable

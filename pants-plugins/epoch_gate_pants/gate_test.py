@@ -16,6 +16,7 @@ import pytest
 from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
 from epoch_gate_pants.gate_harness import (
     EPOCH_ID,
+    FLAKY_PRODUCT,
     GateRepo,
     GateRun,
     codes,
@@ -27,14 +28,6 @@ from epoch_gate_pants.gate_harness import (
 )
 
 REFUND_BUG = ("src/payments_lib.py", "refunded <= captured", "refunded < 50")
-# A rare flake: the first call in a process answers wrong, so one record fails once and passes its rerun.
-FLAKY_PRODUCT = """_calls = []
-
-
-def refundable(captured: int, refunded: int) -> bool:
-    _calls.append(1)
-    return len(_calls) > 1 and refunded <= captured
-"""
 
 
 @pytest.fixture(scope="module")

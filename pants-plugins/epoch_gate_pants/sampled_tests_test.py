@@ -12,6 +12,7 @@ from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate_pants import candidate, fixture, isolation, replay, runner, sampled_tests, suite
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
+from epoch_gate_pants.gate_harness import FLAKY_PRODUCT
 from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
 from epoch_gate_pants.sampled_tests import SampledPropertiesFieldSet, SampledPropertiesTestRequest
 
@@ -46,3 +47,15 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     assert (
         "\n[property-failed] checks:props#refund_le_captured: the payments record at line " in result.stdout
     ), result.stdout
+
+
+def test_a_flake_fails_the_test_as_it_holds_the_gate(rule_runner: RuleRunner) -> None:
+    """`pants test` passes only when the suite would be eligible: an unfrozen flake fails it, by its property."""
+    write_repo(rule_runner)
+    rule_runner.write_files({"src/payments_lib.py": FLAKY_PRODUCT})
+    target = rule_runner.get_target(Address("checks", target_name="props"))
+    result = rule_runner.request(
+        TestResult, [SampledPropertiesTestRequest.Batch("", (SampledPropertiesFieldSet.create(target),), None)]
+    )
+    assert result.exit_code == 1 and "flake refund_le_captured" in result.stdout, result.stdout
+    assert "\n[flake-unfrozen] checks:props#refund_le_captured: the payments record at line " in result.stdout

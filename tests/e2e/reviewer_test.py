@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.e2e.repo import Repo
 
 
-def test_sample_properties_reproduces_the_committed_manifest(repo: Repo) -> None:
-    committed = (repo.root / "checks/manifest.json").read_bytes()
-    (repo.root / "checks/manifest.json").unlink()
-    done = repo.pants("sample-properties", "--seed=20261220", "--k=8", "checks:manifest")
+@pytest.mark.parametrize(
+    "folder, seed, k", [("checks", 20261220, 8), ("checks/inventory", 20261203, 4)]  # as the README says
+)
+def test_sample_properties_reproduces_the_committed_manifest(repo: Repo, folder: str, seed: int, k: int) -> None:
+    manifest = repo.root / folder / "manifest.json"
+    committed = manifest.read_bytes()
+    manifest.unlink()
+    done = repo.pants("sample-properties", f"--seed={seed}", f"--k={k}", f"{folder}:manifest")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (repo.root / "checks/manifest.json").read_bytes() == committed  # same draw, byte for byte
+    assert manifest.read_bytes() == committed  # same draw, byte for byte
 
 
 def test_pin_epoch_refuses_to_reuse_an_id_for_a_new_generator(repo: Repo) -> None:

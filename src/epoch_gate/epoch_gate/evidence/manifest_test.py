@@ -92,6 +92,8 @@ def test_a_wrong_digest_is_caught() -> None:
         (lambda b: b.update(seed=-1), "seed"),
         (lambda b: b.update(seed=True), "wrong type"),
         (lambda b: b["properties"].append(dict(b["properties"][0])) or b.update(k=5), "sampled twice"),
+        # The earlier shape: a manifest entry with a probe says how to migrate, as a catalog entry does.
+        (lambda b: b["properties"][0].update(probe="app.api:total"), "has a probe: a predicate now drives"),
     ],
 )
 def test_parse_refuses_malformed(mutate: object, fragment: str) -> None:
