@@ -152,11 +152,13 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
     assert checkout["with"]["fetch-depth"] == 0 and "ref" not in checkout["with"]  # the base, never the PR
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
-    assert upload["with"]["path"] == "dist/gate/" and upload.get("if") == "always()"
+    assert upload["with"] == {"name": "epoch-gate", "path": "dist/gate/", "if-no-files-found": "error"}
+    assert upload.get("if") == "always()"
     install, *runs = [s for s in steps if "run" in s]
     assert install["name"] == "Install the jail" and steps.index(install) == 0
     assert runs[0]["name"] == "Fetch the pull request as data" and "refs/pull/$PR/head" in runs[0]["run"]
     assert runs[1]["run"] == 'pants --no-pantsd --no-pantsrc gate --gate-candidate="$CANDIDATE" ::'
+    assert runs[1]["env"]["EPOCH_GATE_HELD_OUT_KEY"] == "${{ secrets.EPOCH_GATE_HELD_OUT_KEY }}"
     # The install step as written, with `sudo` recording what it would run and the provisioned bubblewrap
     # as the one it installs: its own check must start a jail.
     shims = tmp_path / "shims"
@@ -207,7 +209,7 @@ def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(ad
     plain = [line for line in done.stdout.splitlines() if " closed [" in line and not line.startswith("|")]
     assert len(plain) >= len(reasons) >= 2
     assert any(line.startswith("checks/catalog.yaml: closed [protected-path-changed]") for line in plain)
-    assert "## epoch_gate: **closed**" in done.stdout
+    assert done.stdout.index(plain[-1]) < done.stdout.index("## epoch_gate: **closed**")  # lines, then Markdown
     kept = {p.name for p in (tmp_path / "artifacts").iterdir()}
     assert {"report.json", "report.md", "statement.intoto.json"} <= kept
     statement = json.loads((tmp_path / "artifacts" / "statement.intoto.json").read_text())
