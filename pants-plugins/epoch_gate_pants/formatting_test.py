@@ -88,6 +88,14 @@ def _pin(runner: RuleRunner) -> GoalRuleResult:
     )
 
 
+def _refusal(goal: str, records: str, path: str) -> list[str]:
+    return [
+        f"{goal}: refused: the repository's formatters would rewrite files that {records}: untab ({path}).",
+        "  A formatter run after this goal would move the epoch or edit the oracle.",
+        f"  Run `pants fmt {path}`, review the change, and run {goal} again.",
+    ]
+
+
 def _tabbed(runner: RuleRunner, path: str) -> None:
     runner.write_files({path: runner.read_file(path) + "\n_TABBED = 1\t# what the formatter rewrites\n"})
 
@@ -97,12 +105,7 @@ def test_pin_epoch_refuses_a_generator_the_formatter_would_rewrite(rule_runner: 
     pinned = rule_runner.read_file("fixtures/EPOCH")
     refused = _pin(rule_runner)
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines() == [
-        "pin-epoch: refused: the repository's formatters would rewrite files that the pin records by sha256: "
-        "untab (fixtures/gen.py).",
-        "  A formatter run after this goal would move the epoch or edit the oracle.",
-        "  Run `pants fmt fixtures/gen.py`, review the change, and run pin-epoch again.",
-    ]
+    assert refused.stderr.splitlines() == _refusal("pin-epoch", "the pin records by sha256", "fixtures/gen.py")
     assert rule_runner.read_file("fixtures/EPOCH") == pinned  # nothing written
 
     # What the printed command does; then the pin goes ahead.
@@ -129,12 +132,7 @@ def test_sample_properties_refuses_predicates_the_formatter_would_rewrite(rule_r
         SampleProperties, args=["--sample-properties-seed=4", "--sample-properties-k=1", "checks:props"]
     )
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines() == [
-        "sample-properties: refused: the repository's formatters would rewrite files that the gate protects: "
-        "untab (checks/props.py).",
-        "  A formatter run after this goal would move the epoch or edit the oracle.",
-        "  Run `pants fmt checks/props.py`, review the change, and run sample-properties again.",
-    ]
+    assert refused.stderr.splitlines() == _refusal("sample-properties", "the gate protects", "checks/props.py")
     assert rule_runner.read_file("checks/manifest.json") == manifest
 
 

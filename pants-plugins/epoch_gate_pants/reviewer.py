@@ -81,6 +81,14 @@ def _refused(console: Console, goal: str, r: Reason) -> None:
     console.print_stderr(f"{goal}: " + "\n".join(r.refusal()))
 
 
+async def _formatted(console: Console, goal: str, paths: tuple[str, ...], records: str) -> bool:
+    """Whether the repository's formatters leave `paths` as they are; when not, the goal's refusal is printed."""
+    formatting = await Get(Formatting, FormattingRequest(paths))
+    for line in formatting.refusal(goal, records) if formatting.rewrites else ():
+        console.print_stderr(line)
+    return not formatting.rewrites
+
+
 @goal_rule
 async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSubsystem, targets: Targets) -> PinEpoch:
     target = await _one(targets, EpochFixtureTarget, "pin-epoch", console)
@@ -89,10 +97,8 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
             console.print_stderr("pin-epoch: --epoch-id is required")
         return PinEpoch(exit_code=64)
     pinned = await Get(FixtureFiles, FixtureFilesRequest(target.address))
-    formatting = await Get(Formatting, FormattingRequest((pinned.generator_path, *pinned.input_paths)))
-    if formatting.rewrites:
-        for line in formatting.refusal("pin-epoch", "the pin records by sha256"):
-            console.print_stderr(line)
+    paths = (pinned.generator_path, *pinned.input_paths)
+    if not await _formatted(console, "pin-epoch", paths, "the pin records by sha256"):
         return PinEpoch(exit_code=1)
     check = await Get(EpochCheck, EpochCheckRequest(target.address))
     files, world = check.files, check.world
@@ -132,10 +138,8 @@ async def sample_properties(
             console.print_stderr("sample-properties: --seed and --k are required")
         return SampleProperties(exit_code=64)
     files = await Get(ManifestFiles, ManifestFilesRequest(target.address))
-    formatting = await Get(Formatting, FormattingRequest((files.catalog_path, *files.predicate_paths)))
-    if formatting.rewrites:
-        for line in formatting.refusal("sample-properties", "the gate protects"):
-            console.print_stderr(line)
+    paths = (files.catalog_path, *files.predicate_paths)
+    if not await _formatted(console, "sample-properties", paths, "the gate protects"):
         return SampleProperties(exit_code=1)
     catalog = files.check.catalog
     if catalog is None:
