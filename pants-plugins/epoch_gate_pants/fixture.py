@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -149,8 +150,9 @@ def _generator_failed(result: FallibleProcessResult, files: FixtureFiles, seed: 
     )
 
 
-async def _world_of(output: Digest) -> FixtureWorld:
-    """The generated world: its listing digest and record counts, or why it is not a world."""
+async def _world_of(output: Digest, generator: str) -> FixtureWorld:
+    """The generated world: its listing digest and record counts, or why it is not a world (about the generator
+    when it wrote nothing)."""
     entries, contents = await MultiGet(Get(DigestEntries, Digest, output), Get(DigestContents, Digest, output))
     listing = {
         os.path.relpath(e.path, WORLD_DIR): e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)
@@ -159,7 +161,7 @@ async def _world_of(output: Digest) -> FixtureWorld:
     try:
         return FixtureWorld(output, listing_sha256(listing), None, FrozenDict(records))
     except EvidenceError as error:
-        return FixtureWorld(output, None, error.reason)
+        return FixtureWorld(output, None, dataclasses.replace(error.reason, path=error.reason.path or generator))
 
 
 @rule(desc="Generate a fixture world", level=LogLevel.DEBUG)
@@ -196,7 +198,7 @@ async def generate_fixture_world(
     )
     if result.exit_code != 0:
         return FixtureWorld(result.output_digest, None, _generator_failed(result, files, request.seed))
-    return await _world_of(result.output_digest)
+    return await _world_of(result.output_digest, files.generator_path)
 
 
 @rule(desc="Check an epoch pin", level=LogLevel.DEBUG)

@@ -8,6 +8,7 @@ the files they are about to record, before they write anything.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from pants.core.goals.fix import AbstractFixRequest, FixFilesRequest, FixResult, FixTargetsRequest, Partitions
@@ -18,6 +19,9 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Targets
 from pants.engine.unions import UnionMembership
 from pants.util.logging import LogLevel
+
+from epoch_gate.text import printable
+from epoch_gate_pants.failures import failure_line
 
 
 @dataclass(frozen=True)
@@ -34,23 +38,38 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class Formatting:
-    """The tools that would rewrite some of the requested files, and which files; empty when none would."""
+    """The tools that would rewrite some of the requested files, and which files; empty when none would.
+    `failure` says why the tools could not be asked (a formatter that fails on a file, say)."""
 
     rewrites: tuple[Rewrite, ...]
+    paths_asked: tuple[str, ...] = ()
+    failure: str = ""
+
+    @property
+    def refuses(self) -> bool:
+        return bool(self.rewrites or self.failure)
 
     @property
     def paths(self) -> tuple[str, ...]:
         return tuple(sorted({p for r in self.rewrites for p in r.paths}))
 
     def command(self) -> str:
-        """The one command that brings the files to what the tools write (`fix` also runs formatters)."""
+        """The one command that brings the files to what the tools write (`fix` also runs formatters), as
+        a shell reads it whatever the files are named."""
         goal = "fmt" if all(r.is_formatter for r in self.rewrites) else "fix"
-        return f"pants {goal} {' '.join(self.paths)}"
+        return printable(shlex.join(["pants", goal, *(self.paths or self.paths_asked)]))
 
     def refusal(self, goal: str, records: str) -> list[str]:
+        if self.failure:
+            return [
+                f"{goal}: refused: the repository's formatters could not be asked about files that {records}: "
+                f"{self.failure}",
+                f"  Run `{printable(shlex.join(['pants', 'fmt', *self.paths_asked]))}` to see why, fix it, and run "
+                f"{goal} again.",
+            ]
         tools = ", ".join(f"{r.tool} ({', '.join(r.paths)})" for r in self.rewrites)
         return [
-            f"{goal}: refused: the repository's formatters would rewrite files that {records}: {tools}.",
+            printable(f"{goal}: refused: the repository's formatters would rewrite files that {records}: {tools}."),
             "  A formatter run after this goal would move the epoch or edit the oracle.",
             f"  Run `{self.command()}`, review the change, and run {goal} again.",
         ]
@@ -69,9 +88,17 @@ async def oracle_formatting(request: FormattingRequest, union_membership: UnionM
     ]
     if not request_types or not request.paths:
         return Formatting(())
+    try:
+        return await _ask(request, request_types)
+    except Exception as error:  # noqa: BLE001 - a formatter that fails (on a syntax error, say) refuses, clearly
+        return Formatting((), request.paths, failure_line(error))
+
+
+async def _ask(request: FormattingRequest, request_types: list) -> Formatting:
     owners = await Get(Owners, OwnersRequest(request.paths))
     targets = await Get(Targets, Addresses(owners))
-    # The Gets are written here, not in a helper: Pants finds a rule's Gets in its own body.
+    # The Gets are written in this awaited coroutine itself: Pants does not see a Get that a plain function
+    # builds and returns.
     all_partitions = await MultiGet(
         (
             Get(Partitions, FixTargetsRequest.PartitionRequest, t.PartitionRequest(_field_sets(t, targets)))
@@ -98,7 +125,8 @@ async def oracle_formatting(request: FormattingRequest, union_membership: UnionM
             diff = SnapshotDiff.from_snapshots(result.input, result.output)
             changed = {*diff.changed_files, *diff.our_unique_files, *diff.their_unique_files}
             rewrites.setdefault((result.tool_name, request_type.is_formatter), set()).update(changed)
-    return Formatting(tuple(Rewrite(tool, fmt, tuple(sorted(p))) for (tool, fmt), p in sorted(rewrites.items())))
+    found = tuple(Rewrite(tool, fmt, tuple(sorted(p))) for (tool, fmt), p in sorted(rewrites.items()))
+    return Formatting(found, request.paths)
 
 
 def rules() -> list:

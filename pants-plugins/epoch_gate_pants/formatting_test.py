@@ -59,6 +59,8 @@ class UntabRequest(FmtTargetsRequest):
 @rule
 async def untab(request: UntabRequest.Batch) -> FmtResult:
     contents = await Get(DigestContents, Digest, request.snapshot.digest)
+    if any(b"UNFORMATTABLE" in c.content for c in contents):  # as Black fails on a file it cannot parse
+        raise ValueError(f"untab cannot format {contents[0].path}")
     untabbed = [FileContent(c.path, c.content.replace(b"\t", b"    ")) for c in contents]
     return FmtResult(request.snapshot, await Get(Snapshot, CreateDigest(untabbed)), "", "", tool_name="untab")
 
@@ -144,7 +146,23 @@ def test_only_the_files_asked_about_and_the_tools_that_would_change_them_are_nam
     assert rule_runner.request(Formatting, [FormattingRequest(("fixtures/base.json",))]) == Formatting(())
 
 
-def test_the_command_is_fix_when_a_fixer_would_rewrite() -> None:
+def test_a_formatter_that_fails_refuses_the_goal_naming_the_failure(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files({"fixtures/gen.py": rule_runner.read_file("fixtures/gen.py") + "# UNFORMATTABLE\n"})
+    refused = _pin(rule_runner)
+    assert refused.exit_code == 1
+    first, command = refused.stderr.splitlines()
+    assert first.startswith(
+        "pin-epoch: refused: the repository's formatters could not be asked about files that the pin records by "
+        "sha256: "
+    ) and first.endswith("untab cannot format fixtures/gen.py"), first
+    assert (
+        command == "  Run `pants fmt fixtures/gen.py fixtures/base.json` to see why, fix it, and run pin-epoch again."
+    )
+
+
+def test_the_command_is_fix_when_a_fixer_would_rewrite_and_reads_as_the_shell_reads_it() -> None:
     both = Formatting((Rewrite("black", True, ("b.py",)), Rewrite("pyupgrade", False, ("a.py", "b.py"))))
     assert both.command() == "pants fix a.py b.py"
     assert Formatting((Rewrite("black", True, ("b.py",)),)).command() == "pants fmt b.py"
+    odd = Formatting((Rewrite("black", True, ("a b.py", "$(touch x).py", "c\nd.py")),))
+    assert odd.command() == "pants fmt '$(touch x).py' 'a b.py' 'c\\nd.py'"  # the newline shown, never run

@@ -263,6 +263,7 @@ def _key_under_pantsd(gate: GateSubsystem) -> Reason:
         "pantsd",
         "the held-out key reached a Pants daemon, which would keep it for later runs: judge with the key "
         "only as the CI recipes do, `pants --no-pantsd --no-pantsrc gate --gate-candidate=...`",
+        "Pass the key only to a gate run without pantsd, as the CI recipes do.",
     )
 
 
@@ -285,6 +286,7 @@ def _draw(
                     "unset",
                     "[gate].held_out_required: trusted mode judges held-out worlds too, and the key is not "
                     "set: pass the CI secret to the gate step",
+                    "Pass the held-out key (the CI secret) to the gate step.",
                 )
             ]
             if gate.held_out_required

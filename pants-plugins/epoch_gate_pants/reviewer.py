@@ -84,9 +84,9 @@ def _refused(console: Console, goal: str, r: Reason) -> None:
 async def _formatted(console: Console, goal: str, paths: tuple[str, ...], records: str) -> bool:
     """Whether the repository's formatters leave `paths` as they are; when not, the goal's refusal is printed."""
     formatting = await Get(Formatting, FormattingRequest(paths))
-    for line in formatting.refusal(goal, records) if formatting.rewrites else ():
+    for line in formatting.refusal(goal, records) if formatting.refuses else ():
         console.print_stderr(line)
-    return not formatting.rewrites
+    return not formatting.refuses
 
 
 @goal_rule
@@ -103,7 +103,7 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
     check = await Get(EpochCheck, EpochCheckRequest(target.address))
     files, world = check.files, check.world
     if world.failure is not None:
-        console.print_stderr(f"pin-epoch: refused: {world.failure.message}")
+        _refused(console, "pin-epoch", world.failure)
         return PinEpoch(exit_code=1)
     # The pin as the check parsed it; a missing or unreadable one is replaced, never merged with.
     existing = check.pin.pin

@@ -13,6 +13,7 @@ from pants.util.logging import LogLevel
 
 from epoch_gate.verdict.suite import Label
 from epoch_gate.verdict.judge import ChangeFacts, SuiteOracle, judge_one
+from epoch_gate.verdict.report import reason_lines
 from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.text import printable
 from epoch_gate_pants.facts import replay_facts
@@ -32,20 +33,20 @@ class SampledPropertiesTestRequest(TestRequest):
 
 def _no_change(today: datetime.date) -> ChangeFacts:
     """The change's facts for a test of one suite: none. No archive and no freeze counts, and the
-    witnesses stay in the test's sandbox, so reasons name them by id."""
+    witnesses stay in the test's sandbox, so reasons name each record by its line, with no saved file."""
     return ChangeFacts("local", None, (), ProtectedSet(frozenset(), ()), (), (), (), today, "", "", "")
 
 
 def judged_test(run: ReplayRun, contents: DigestContents, run_id: RunId) -> tuple[int, str]:
-    """(exit code, lines): a line per property, then the suite's reasons; the test passes only when the
-    suite is eligible as the gate would judge it without a freeze."""
+    """(exit code, lines): a line per property, then the suite's reasons as the gate prints them; the test
+    passes only when the suite is eligible as the gate would judge it without a freeze."""
     facts = replay_facts(SuiteOracle(str(run.address), "", "", "", ()), run, contents, "", run_id)
     report, _ = judge_one(facts, _no_change(datetime.datetime.now(datetime.timezone.utc).date()))
     lines = [
         printable(p.summary() + (f": {p.detail}" if p.detail else ""))
         for p in (report.replay.properties if report.replay else ())
     ]
-    lines += [reason.line() for reason in report.verdict.reasons]
+    lines += reason_lines(report.verdict.reasons, "")
     return (0 if report.verdict.label is Label.ELIGIBLE else 1), "".join(f"{line}\n" for line in lines)
 
 

@@ -45,7 +45,7 @@ def test_a_product_bug_fails_the_replay_with_a_witness(rule_runner: RuleRunner) 
     )
     assert result.exit_code == 1 and "fail  refund_le_captured" in result.stdout
     assert (
-        "\n[property-failed] checks:props#refund_le_captured: the payments record at line " in result.stdout
+        "\nclosed    [property-failed] checks:props#refund_le_captured: the payments record at line " in result.stdout
     ), result.stdout
 
 
@@ -58,4 +58,4 @@ def test_a_flake_fails_the_test_as_it_holds_the_gate(rule_runner: RuleRunner) ->
         TestResult, [SampledPropertiesTestRequest.Batch("", (SampledPropertiesFieldSet.create(target),), None)]
     )
     assert result.exit_code == 1 and "flake refund_le_captured" in result.stdout, result.stdout
-    assert "\n[flake-unfrozen] checks:props#refund_le_captured: the payments record at line " in result.stdout
+    assert "\nclosed    [flake-unfrozen] checks:props#refund_le_captured: the payments record at line " in result.stdout

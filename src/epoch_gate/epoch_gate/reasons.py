@@ -134,8 +134,8 @@ _ADVICE = {
     "they resolve.",
     Code.BUILD_FILE_CODE: "Keep a changed BUILD file to literal target declarations, or land it as an oracle change.",
     Code.SUITE_MISMATCH: "Run this suite's own replay again: a summary never stands for another suite.",
-    Code.HELD_OUT_UNAVAILABLE: "Let the generator take `--seed` (or set `held_out=False` on the fixture); in CI, "
-    "pass the key to a run without pantsd.",
+    Code.HELD_OUT_UNAVAILABLE: "Make the generator draw its world from `--seed`, or set `held_out=False` on the "
+    "fixture.",
     Code.OBSERVATION_WRONG_EPOCH: f"The observation is of another epoch: {_REPLAY_AGAIN} for the pinned epoch.",
     Code.OBSERVATION_WITNESS_MISSING: f"Restore the observation's `.bin`, or {_REPLAY_AGAIN}.",
     Code.OBSERVATION_WITNESS_MISMATCH: f"Restore the observation's original bytes, or {_REPLAY_AGAIN}.",
@@ -161,6 +161,11 @@ class Reason:
     expected: str
     found: str
     message: str
+    todo: str = ""  # what to do, where this cause of the code needs other advice than the code's
+
+    @property
+    def advice(self) -> str:
+        return self.todo or self.code.advice
 
     def line(self) -> str:
         """`[code] path: message` on one printable line: how every printer shows a reason."""
@@ -173,7 +178,7 @@ class Reason:
     def refusal(self) -> list[str]:
         """How a goal that refuses prints it: the line, the comparison when there is one, what to do."""
         compared = [f"  {self.comparison()}"] if self.expected or self.found else []
-        return [f"refused {self.line()}", *compared, f"  to do: {self.code.advice}"]
+        return [f"refused {self.line()}", *compared, f"  to do: {self.advice}"]
 
     def to_json(self) -> dict[str, str]:
         return {
@@ -183,7 +188,7 @@ class Reason:
             "expected": self.expected,
             "found": self.found,
             "message": self.message,
-            "advice": self.code.advice,
+            "advice": self.advice,
         }
 
 

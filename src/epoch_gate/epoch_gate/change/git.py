@@ -33,8 +33,8 @@ def run_git(root: Path, *args: str, stdin: bytes | None = None) -> subprocess.Co
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise fail(
             Code.CHANGED_SET_UNAVAILABLE,
-            str(root),
-            f"cannot run git: {exc}",
+            ".",
+            f"cannot run git in {root}: {exc}",
             expected="a working git",
             found=type(exc).__name__,
         ) from None

@@ -52,6 +52,7 @@ def load_key(key: Key, environ: Mapping[str, str]) -> tuple[Optional[bytes], Opt
                 "a readable key file",
                 type(error).__name__,
                 "the held-out key file named by [gate].held_out_key_file cannot be read",
+                "Make the key file readable to the gate, or fix `[gate].held_out_key_file`.",
             )
     else:
         data = os.fsencode(environ.get(key.env, "")).strip()
@@ -65,6 +66,7 @@ def load_key(key: Key, environ: Mapping[str, str]) -> tuple[Optional[bytes], Opt
             f"{len(data)} bytes",
             "the held-out key is too short to keep its draws unpredictable: "
             "use 32 random bytes (`openssl rand -hex 32`)",
+            "Replace the key with 32 random bytes (`openssl rand -hex 32`).",
         )
     return data, None
 

@@ -22,8 +22,9 @@ class Style(enum.Enum):
 
 
 def _is_file(path: str) -> bool:
-    # Reasons about the whole change say "."; a target address (`checks:suite`) is not a file either.
-    return bool(path) and path != "." and ":" not in path
+    # Reasons about the whole change say "."; a target address (`checks:suite`) or a suite's property
+    # (`checks:suite#name`; an address can leave out `:name`) is not a file either.
+    return bool(path) and path != "." and ":" not in path and "#" not in path
 
 
 def _text(reason: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from epoch_gate.reasons import Code, Reason
 from epoch_gate.verdict.annotations import Style, github_line, lines
 from epoch_gate.cli.main import main
 from epoch_gate.verdict.report_test import EVIL_SHOWN, RAW_CONTROLS, evil_report, sample_report
@@ -109,3 +110,11 @@ def test_annotations_show_the_changes_control_characters_as_escapes() -> None:
         {"code": "x", "severity": "closed", "path": "a,b%\n\x1b\u2028\u202e.json", "message": "m\r\n::stop-commands::t"}
     )
     assert line == "::error file=a%2Cb%25\\n\\x1b\\u2028\\u202e.json,title=epoch_gate x::m\\r\\n::stop-commands::t"
+
+
+def test_a_property_is_no_file_and_what_to_do_follows_the_message() -> None:
+    reason = Reason(Code.PROPERTY_FAILED, "payments#refund_le_captured", "holds", "line 6", "the record fails it")
+    assert github_line(reason.to_json()) == (
+        "::error title=epoch_gate property-failed::the record fails it (expected holds; found line 6)"
+        " To do: " + Code.PROPERTY_FAILED.advice.replace("%", "%25")
+    )

@@ -279,6 +279,13 @@ def test_a_failure_on_a_held_out_record_closes_with_its_witness() -> None:
     assert report.to_json()["held_out"]["properties"][0]["outcome"] == "fail"
 
 
+def test_a_flake_seen_only_in_the_held_out_world_says_its_line_is_that_worlds() -> None:
+    flake = observed("payments:props", "flake", witness=b'{"id":7}')
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), held_out=_held_out("payments:props", flake)))
+    (reason,) = j.report.suites[0].verdict.reasons
+    assert reason.code is Code.FLAKE_UNFROZEN and reason.message.startswith("held-out world: the b record at line 1 ")
+
+
 def test_a_held_out_replay_is_checked_as_the_pinned_one_is() -> None:
     """Fewer records than the held-out world holds, or a replay over another world, is not evidence."""
     short = _held_out("payments:props", records=9)

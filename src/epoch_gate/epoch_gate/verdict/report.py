@@ -149,15 +149,15 @@ def identity_lines(identities: Identities, witnesses: Sequence[tuple[str, str]])
     return lines
 
 
-def _reason_lines(reasons: Sequence[Reason], indent: str) -> list[str]:
-    """Each reason and its comparison; what to do once after a run of reasons of one code."""
+def reason_lines(reasons: Sequence[Reason], indent: str) -> list[str]:
+    """Each reason and its comparison; what to do once after a run of reasons with the same advice."""
     lines = []
     for i, reason in enumerate(reasons):
         lines.append(f"{indent}{reason.code.severity.value:<6}    {reason.line()}")
         if reason.expected or reason.found:
             lines.append(f"{indent}            {reason.comparison()}")
-        if i + 1 == len(reasons) or reasons[i + 1].code is not reason.code:
-            lines.append(f"{indent}            to do: {reason.code.advice}")
+        if i + 1 == len(reasons) or reasons[i + 1].advice != reason.advice:
+            lines.append(f"{indent}            to do: {reason.advice}")
     return lines
 
 
@@ -194,9 +194,9 @@ def console_lines(report: Report) -> list[str]:
         lines.append(f"  held-out  {suite.held_out.line()}")
         if suite.held_out_replay:
             lines += [f"  held-out  {prop.summary()}" for prop in suite.held_out_replay.properties]
-        lines += _reason_lines(suite.verdict.reasons, "  ")
+        lines += reason_lines(suite.verdict.reasons, "  ")
         lines.append(f"  verdict   {suite.verdict.label.value}")
-    lines += _reason_lines(report.verdict.reasons, "")
+    lines += reason_lines(report.verdict.reasons, "")
     for change in report.oracle_changes:
         lines.append(
             f"oracle    {change.kind} {change.subject}: {_transition(change.before, change.after)}" f" ({change.note})"
@@ -244,7 +244,7 @@ def _reason_table(reasons: Sequence[Reason]) -> list[str]:
     ]
     return out + [
         f"| {r.code.severity.value} | `{r.code.value}` | {_code(r.path)} | {_cell(r.expected)} "
-        f"| {_cell(r.found)} | {_cell(r.message)} | {_cell(r.code.advice)} |"
+        f"| {_cell(r.found)} | {_cell(r.message)} | {_cell(r.advice)} |"
         for r in reasons
     ]
 

@@ -130,6 +130,7 @@ def replay_problems(address: str, replay: ReplayResult, ids: Identities, expecte
                 expected=str(ids.world_sha256),
                 found=replay.world_sha256,
                 message="the replay ran over another fixture world",
+                todo="Run the replay again over the pinned world (`pants test <suite>`).",
             )
         )
     if expected is None:
@@ -313,6 +314,7 @@ def _replay_reasons(
                 expected=f"{ids.epoch_id} / {ids.manifest_sha256}",
                 found=f"{replay.epoch_id} / {replay.manifest_sha256}",
                 message="the replay ran for another epoch or manifest",
+                todo="Run the replay again for the pinned epoch and manifest (`pants test <suite>`).",
             )
         )
     for outcome in replay.properties:
@@ -396,6 +398,7 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     reasons.extend(replayed)
     tables = [pinned]
     held = evidence.held_out
+    held_out_only: set[str] = set()  # flakes seen in the held-out world alone: their lines are that world's
     if held is not None:  # every property over the held-out world too, by the same rules
         archived = [o for o in mine if o.source == "archive"]
         tables.append(by_id([*(o for o in held.observations if o.suite == evidence.address), *archived]))
@@ -404,7 +407,8 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
             tables[-1],
         )
         reasons.extend(dataclasses.replace(r, message=f"held-out world: {r.message}") for r in held_reasons)
-        flakes.extend(f for f in held_flakes if f.id not in {known.id for known in flakes})
+        held_out_only = {f.id for f in held_flakes} - {known.id for known in flakes}
+        flakes.extend({f.id: f for f in held_flakes if f.id in held_out_only}.values())
     every = worst_by_id(*tables)
     flakes = [f for f in flakes if every[f.id].is_flake]  # a flake in one world, failed in the other: failed
 
@@ -436,7 +440,8 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
                     _about(evidence, flake.property),
                     expected="a valid freeze citing " + flake.id,
                     found="none",
-                    message=f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
+                    message=("held-out world: " if flake.id in held_out_only else "")
+                    + f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
                     "bytes; no valid freeze covers it",
                 )
             )
