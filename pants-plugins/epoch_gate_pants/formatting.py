@@ -80,25 +80,11 @@ def _field_sets(request_type: type[FixTargetsRequest], targets: Targets) -> tupl
     return tuple(field_set_type.create(t) for t in targets if field_set_type.is_applicable(t))
 
 
-@rule(desc="Ask the formatters about the oracle's files", level=LogLevel.DEBUG)
-async def oracle_formatting(request: FormattingRequest, union_membership: UnionMembership) -> Formatting:
-    # Every fixer and formatter Pants registers, derived from the union rather than a list of tools.
-    request_types = [
-        t for t in union_membership.get(AbstractFixRequest) if issubclass(t, (FixTargetsRequest, FixFilesRequest))
-    ]
-    if not request_types or not request.paths:
-        return Formatting(())
-    try:
-        return await _ask(request, request_types)
-    except Exception as error:  # noqa: BLE001 - a formatter that fails (on a syntax error, say) refuses, clearly
-        return Formatting((), request.paths, failure_line(error))
-
-
 async def _ask(request: FormattingRequest, request_types: list) -> Formatting:
     owners = await Get(Owners, OwnersRequest(request.paths))
     targets = await Get(Targets, Addresses(owners))
-    # The Gets are written in this awaited coroutine itself: Pants does not see a Get that a plain function
-    # builds and returns.
+    # The Gets are written in this coroutine, defined before the rule that awaits it: Pants finds a rule's
+    # Gets there, never in a plain function that builds and returns one.
     all_partitions = await MultiGet(
         (
             Get(Partitions, FixTargetsRequest.PartitionRequest, t.PartitionRequest(_field_sets(t, targets)))
@@ -127,6 +113,20 @@ async def _ask(request: FormattingRequest, request_types: list) -> Formatting:
             rewrites.setdefault((result.tool_name, request_type.is_formatter), set()).update(changed)
     found = tuple(Rewrite(tool, fmt, tuple(sorted(p))) for (tool, fmt), p in sorted(rewrites.items()))
     return Formatting(found, request.paths)
+
+
+@rule(desc="Ask the formatters about the oracle's files", level=LogLevel.DEBUG)
+async def oracle_formatting(request: FormattingRequest, union_membership: UnionMembership) -> Formatting:
+    # Every fixer and formatter Pants registers, derived from the union rather than a list of tools.
+    request_types = [
+        t for t in union_membership.get(AbstractFixRequest) if issubclass(t, (FixTargetsRequest, FixFilesRequest))
+    ]
+    if not request_types or not request.paths:
+        return Formatting(())
+    try:
+        return await _ask(request, request_types)
+    except Exception as error:  # noqa: BLE001 - a formatter that fails (on a syntax error, say) refuses, clearly
+        return Formatting((), request.paths, failure_line(error))
 
 
 def rules() -> list:

@@ -121,9 +121,8 @@ def test_a_target_the_formatter_skips_is_not_asked(rule_runner: RuleRunner) -> N
     _tabbed(rule_runner, "fixtures/gen.py")
     build = rule_runner.read_file("fixtures/BUILD").replace('name="gen")', 'name="gen", skip_untab=True)')
     rule_runner.write_files({"fixtures/BUILD": build})
-    assert rule_runner.request(
-        Formatting, [FormattingRequest(("fixtures/gen.py", "fixtures/base.json"))]
-    ) == Formatting(())
+    asked = ("fixtures/gen.py", "fixtures/base.json")
+    assert rule_runner.request(Formatting, [FormattingRequest(asked)]) == Formatting((), asked)
     assert _pin(rule_runner).exit_code == 0
 
 
@@ -142,8 +141,12 @@ def test_only_the_files_asked_about_and_the_tools_that_would_change_them_are_nam
     _tabbed(rule_runner, "fixtures/gen.py")
     _tabbed(rule_runner, "checks/props.py")
     found = rule_runner.request(Formatting, [FormattingRequest(("checks/catalog.yaml", "checks/props.py"))])
-    assert found == Formatting((Rewrite("untab", True, ("checks/props.py",)),))
-    assert rule_runner.request(Formatting, [FormattingRequest(("fixtures/base.json",))]) == Formatting(())
+    assert found == Formatting(
+        (Rewrite("untab", True, ("checks/props.py",)),), ("checks/catalog.yaml", "checks/props.py")
+    )
+    assert rule_runner.request(Formatting, [FormattingRequest(("fixtures/base.json",))]) == Formatting(
+        (), ("fixtures/base.json",)
+    )
 
 
 def test_a_formatter_that_fails_refuses_the_goal_naming_the_failure(rule_runner: RuleRunner) -> None:
