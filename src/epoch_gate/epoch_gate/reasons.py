@@ -85,7 +85,8 @@ class Code(enum.Enum):
 
 _HOLD_CODES = frozenset({Code.FLAKE_FROZEN, Code.FREEZE_UNUSED})
 _RE_PIN = "pin it under a new epoch id (`pants pin-epoch --epoch-id=<new id>`)"
-_RE_DRAW = "Draw the manifest again (`pants sample-properties --seed=<seed> --k=<k>`); never edit it by hand."
+_SAMPLE = "`pants sample-properties --seed=<seed> --k=<k>`"
+_RE_DRAW = f"Draw the manifest again ({_SAMPLE}); never edit it by hand."
 _REPLAY_AGAIN = "delete it and run the replay again"
 # One sentence per code, complete by construction (reasons_test checks every code has one): the message
 # says what happened to which file, suite, property or record; this says what to do about it.
@@ -115,7 +116,7 @@ _ADVICE = {
     Code.EPOCH_ID_DUPLICATE: f"Give each fixture its own epoch id: {_RE_PIN} for one of them.",
     Code.MANIFEST_DIGEST_MISMATCH: _RE_DRAW,
     Code.MANIFEST_NOT_DRAW: _RE_DRAW,
-    Code.PROPERTY_NOT_IN_CATALOG: "Add the property to the catalog, or " + _RE_DRAW[0].lower() + _RE_DRAW[1:],
+    Code.PROPERTY_NOT_IN_CATALOG: f"Add the property to the catalog, or draw the manifest again ({_SAMPLE}).",
     Code.PROPERTY_DIFFERS_FROM_CATALOG: _RE_DRAW,
     Code.CATALOG_DUPLICATE: "Give each catalog entry a name of its own.",
     Code.PROPERTY_FAILED: "Fix the product so that the property holds for this record (`pants test <suite>` replays "

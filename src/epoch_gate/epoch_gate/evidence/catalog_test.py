@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from epoch_gate.evidence.catalog import _load_yaml, parse_catalog
-from epoch_gate.reasons import Code, EvidenceError
+from epoch_gate.reasons import Code, EvidenceError, Reason
 
 CATALOG = "properties:\n" + "".join(
     f"  - name: p{i}\n    bound: b\n    predicate: checks.mod:p{i}\n    description: Property {i}.\n" for i in range(3)
@@ -98,12 +98,16 @@ def test_issue_catalog_inside_pants_like_limits_is_malformed_not_a_crash() -> No
     assert done.stdout.decode().split() == ["artifact-malformed", "nesting", "depth", "<=", str(MAX_DEPTH)]
 
 
+def _refusal(entry: str) -> Reason:
+    """Why the example catalog with `entry` (a flow-style YAML mapping) as its fourth property is refused."""
+    with pytest.raises(EvidenceError) as raised:
+        parse_catalog((CATALOG + "  - " + entry + "\n").encode(), "c.yaml")
+    return raised.value.reason
+
+
 def test_a_probe_says_how_to_migrate() -> None:
     """The probe/judge split is gone: a predicate drives the product itself through `product`."""
-    text = CATALOG + "  - {name: q, bound: b, predicate: 'checks.mod:q', description: Q., probe: 'app.api:total'}\n"
-    with pytest.raises(EvidenceError) as raised:
-        parse_catalog(text.encode(), "c.yaml")
-    reason = raised.value.reason
+    reason = _refusal("{name: q, bound: b, predicate: 'checks.mod:q', description: Q., probe: 'app.api:total'}")
     assert (reason.code, reason.path, reason.expected, reason.found) == (
         Code.ARTIFACT_MALFORMED,
         "c.yaml#properties[3]",
@@ -117,10 +121,7 @@ def test_a_probe_says_how_to_migrate() -> None:
 def test_a_value_with_a_trailing_newline_is_not_valid(key: str, value: str) -> None:
     entry = {"name": '"q"', "bound": '"b"', "predicate": '"checks.mod:q"', "description": "Q."}
     entry[key] = f'"{value}"'  # YAML's escape: the value ends in a newline
-    text = CATALOG + "  - {" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}\n"
-    with pytest.raises(EvidenceError) as raised:
-        parse_catalog(text.encode(), "c.yaml")
-    reason = raised.value.reason
+    reason = _refusal("{" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}")
     assert (reason.code, reason.path, reason.message, reason.found) == (
         Code.ARTIFACT_MALFORMED,
         "c.yaml#properties[3]",
