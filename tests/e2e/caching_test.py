@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from pathlib import Path
 
 from tests.e2e.repo import Repo
 
@@ -19,18 +18,9 @@ def replay_line(repo: Repo) -> str:
     return line
 
 
-def test_unrelated_change_replays_nothing_and_a_new_epoch_replays_everything(tmp_path: Path) -> None:
-    # One daemon for the three runs, as a developer's shell keeps it: a result it still holds is `memoized`,
-    # one it reads back from the process cache `cached locally`; either way nothing replays.
-    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
-    repo.daemon = True
-    try:
-        _replays_only_for_a_new_epoch(repo)
-    finally:
-        repo.stop_daemon()
-
-
-def _replays_only_for_a_new_epoch(repo: Repo) -> None:
+def test_unrelated_change_replays_nothing_and_a_new_epoch_replays_everything(repo: Repo) -> None:
+    # Through the daemon, as a developer's shell keeps it: a result it still holds is `memoized`, one it
+    # reads back from the process cache `cached locally`; either way nothing replays.
     replay_line(repo)  # warm the cache
 
     repo.write("src/orders/orders/notes.py", '"""A module nothing imports."""\n')

@@ -26,14 +26,14 @@ def written(out: Path) -> dict[Path, object]:
     return files
 
 
-def test_two_gates_at_once_agree_and_corrupt_nothing(tmp_path: Path) -> None:
-    repo = Repo.from_example(Path.cwd(), tmp_path / "repo")
+def test_two_gates_at_once_agree_and_corrupt_nothing(repo: Repo) -> None:
     base = repo.head()
     repo.edit(*REFUND_BUG)  # a failing property, so both runs write the same witness files
     repo.commit("refund against the authorization")
 
+    # Two Pants processes, each without the daemon (which serves one run at a time), in one repository.
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda _: repo.pants(f"--changed-since={base}", "gate"), range(2)))
+        runs = list(pool.map(lambda _: repo.pants("--no-pantsd", f"--changed-since={base}", "gate"), range(2)))
     for done in runs:
         assert done.returncode == 1, done.stderr[-2000:]
         assert "verdict   closed" in done.stdout.splitlines()  # then the local run's advisory line
@@ -49,7 +49,7 @@ def test_two_gates_at_once_agree_and_corrupt_nothing(tmp_path: Path) -> None:
         json.loads((out / orders["folder"] / "observations" / f"{witness['observation_id']}.json").read_text())
     assert orders["identities"]["witnesses"]
 
-    # A third, alone, writes byte for byte what the concurrent pair left.
+    # A third, alone (through the daemon), writes byte for byte what the concurrent pair left.
     left = written(out)
     alone = repo.pants(f"--changed-since={base}", "gate")
     assert alone.returncode == 1 and alone.stdout == runs[0].stdout

@@ -1,7 +1,10 @@
-"""The end-to-end tests' repository: this one copied once per test module (`example`) and reset to its landed
-commit for each test that changes it (`repo`). It runs Pants with its daemon, stopped when the module is
-done: each test runs Pants more than once, and each run without the daemon would start Pants anew (~12 s
-of CPU here, mostly building the rule graph twice)."""
+"""The end-to-end tests' repository: this one copied once for every module (`example`), which Pants runs in
+one pytest process (`batch_compatibility_tag` in BUILD), and reset to its landed commit for each test that
+changes it (`repo`). It runs Pants with one daemon, stopped when the session is done: each run without
+the daemon starts Pants anew (~12 s of CPU here, mostly building the rule graph twice), and so does each
+edit of the files a daemon was started from (`pants.toml`, the plugin's code). Tests that need such an
+edit, or a run without a daemon, make it in a worktree (`Repo.worktree`) or as git objects
+(`Repo.candidate`), never in this working tree."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 from tests.e2e.repo import Repo
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
     repo = Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("example") / "repo")
     repo.daemon = True

@@ -1,7 +1,7 @@
 """Held-out draws end to end (trusted mode, the real ./pants): a candidate that knows the pinned world is
 judged over a world it could not see, drawn from a seed that only the key derives.
 
-One repository for the whole module: its inventory generator first refuses `--seed` (a reason), then opts
+The end-to-end repository, with an inventory generator that first refuses `--seed` (a reason), then opts
 out (said in the report); the orders suite draws a held-out world on every keyed run.
 """
 
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -77,30 +78,25 @@ def _known_orders(repo: Repo, tmp: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Repo:
-    repo = Repo.from_example(Path.cwd(), tmp_path_factory.mktemp("held_out") / "repo")
+def seedless(example: Repo) -> Iterator[Repo]:
+    """The shared repository with an inventory generator that takes no `--seed`, landed for this module."""
+    example.reset()
     for edit in SEEDLESS:
-        repo.edit("fixtures/inventory/generate_inventory.py", *edit)
-    minted = repo.pants("pin-epoch", "--epoch-id=inventory-seedless", "fixtures/inventory:inventory_epoch")
+        example.edit("fixtures/inventory/generate_inventory.py", *edit)
+    minted = example.pants("pin-epoch", "--epoch-id=inventory-seedless", "fixtures/inventory:inventory_epoch")
     assert minted.returncode == 0, minted.stderr[-2000:]
-    repo.land("an inventory generator that takes no seed")
-    return repo
+    landed, example.landed = example.landed, example.land("an inventory generator that takes no seed")
+    try:
+        yield example
+    finally:
+        example.landed = landed
+        example.reset()
 
 
-def _judge(example: Repo) -> Repo:
-    """A judge's worktree without pantsd, as CI runs the keyed gate (a daemon would keep the key)."""
-    path = example.root.parent / f"judge-{example.head()[:8]}"
-    if not path.exists():
-        example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
-    return Repo(path)
-
-
-def _candidate(example: Repo, name: str, path: str, text: str) -> str:
-    example.git("checkout", "-q", "-b", name, "main")
-    example.write(path, text)
-    commit = example.commit(name)
-    example.git("checkout", "-q", "main")
-    return commit
+def keyed(judge: Repo, *args: str) -> GateRun:
+    """The keyed gate as CI runs it: without pantsd (a daemon would keep the key), from a clean checkout of
+    origin/main, the candidate as git objects."""
+    return judge.gate("--no-pantsd", *args, env=KEYED)
 
 
 def _drawn(run: GateRun, address: str) -> dict[str, object]:
@@ -109,36 +105,63 @@ def _drawn(run: GateRun, address: str) -> dict[str, object]:
     return held
 
 
-def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
-    readme = (example.root / "README.md").read_text()
-    honest = _candidate(example, "honest", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example)
-
-    # A generator that refuses --seed is a reason, never a silent skip; the other suite is drawn.
-    run = judge.gate(f"--gate-candidate={honest}", env=KEYED)
-    assert run.verdict == "closed", run.stdout
-    assert [(r["code"], r["path"]) for r in run.suite(INVENTORY)["reasons"]] == [
+def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
+    judge = seedless
+    totals = (judge.root / "src/orders/orders/totals.py").read_text()
+    known = _known_orders(judge, tmp_path / "world")
+    memorising = judge.candidate(
+        "memorising",
+        files={"src/orders/orders/totals.py": totals + MEMORISING.format(known=", ".join(map(repr, known)))},
+    )
+    # With the key, the held-out world finds the candidate that memorised the pinned world, with the record
+    # that shows it saved like any witness; a generator that refuses --seed is a reason, never a silent
+    # skip. (The run's new processes keep their sandboxes: their arguments, environment and files are
+    # looked at below.)
+    caught = keyed(judge, "--keep-sandboxes=always", f"--gate-candidate={memorising}")
+    assert caught.verdict == "closed", caught.stdout
+    assert [(r["code"], r["path"]) for r in caught.suite(INVENTORY)["reasons"]] == [
         ("held-out-unavailable", "fixtures/inventory/generate_inventory.py"),
         ("replay-failed", INVENTORY),
     ]
-    assert run.suite(ORDERS)["reasons"] == [] and _drawn(run, ORDERS)["seed_sha256"]
     # Its error echoes the seed (argparse: "unrecognized arguments: --seed <64 hex>"): shown as <seed>.
-    (refused,) = run.reasons("held-out-unavailable")
+    (refused,) = caught.reasons("held-out-unavailable")
     assert "--seed <seed>" in refused["message"] and not re.search(
-        r"[0-9a-f]{64}", json.dumps(run.suite(INVENTORY)["reasons"])
+        r"[0-9a-f]{64}", json.dumps(caught.suite(INVENTORY)["reasons"])
     ), refused
+    failed = caught.reasons("property-failed")
+    assert {(r["path"], r["message"].startswith("held-out world: the orders record at line ")) for r in failed} == {
+        (f"{ORDERS}#tax_is_half_even_rounded", True)
+    }
+    (witness,) = [o for o in caught.observations() if o["property"] == "tax_is_half_even_rounded"]
+    saved = f"dist/gate/{caught.suite(ORDERS)['folder']}/observations/{witness['id']}.bin"
+    assert (judge.root / saved).is_file() and f"(saved as {saved})" in failed[0]["message"]
+    _the_key_is_not_in_the_sandboxes(caught)
+
+    # Without the key nothing else is asked, and the memorising candidate passes the pinned world.
+    unkeyed = judge.gate(f"--gate-candidate={memorising}")
+    assert unkeyed.verdict == "eligible", unkeyed.stdout
+    assert unkeyed.suite(ORDERS)["held_out"] == {
+        "drawn": False,
+        "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only",
+    }
+    # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
+    # world alone.
+    required = judge.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
+    assert [(r["code"], r["path"]) for r in required.all_reasons() if r["code"] == "held-out-unavailable"] == [
+        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")
+    ] and required.verdict == "closed", required.stdout
 
     # The fixture opts out: judged over its pinned world only, and the report says so.
-    example.write(
+    judge.edit(
         "fixtures/inventory/BUILD",
-        (example.root / "fixtures/inventory/BUILD")
-        .read_text()
-        .replace('generator="generate_inventory.py",', 'generator="generate_inventory.py",\n    held_out=False,'),
+        'generator="generate_inventory.py",',
+        'generator="generate_inventory.py",\n    held_out=False,',
     )
-    example.land("the inventory fixture opts out of held-out draws")
-    honest = _candidate(example, "honest-2", "README.md", readme + "\nA line of docs.\n")
-    judge = _judge(example)
-    first = judge.gate(f"--gate-candidate={honest}", env=KEYED)
+    judge.land("the inventory fixture opts out of held-out draws")
+    honest = judge.candidate(
+        "honest", files={"README.md": (judge.root / "README.md").read_text() + "\nA line of docs.\n"}
+    )
+    first = keyed(judge, f"--gate-candidate={honest}")
     assert first.verdict == "eligible", first.stdout
     assert first.suite(INVENTORY)["held_out"] == {
         "drawn": False,
@@ -146,6 +169,7 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     }
     held = _drawn(first, ORDERS)
     assert held["world_sha256"] != first.suite(ORDERS)["identities"]["world_sha256"]
+    assert held["seed_sha256"] != _drawn(caught, ORDERS)["seed_sha256"]  # another candidate, another world
     assert held["records"] == {"money": 1000, "orders": 1500, "payments": 1500, "retries": 1000}
     assert {p["outcome"] for p in held["properties"]} == {"pass"} and len(held["properties"]) == 8
     assert "held-out world" in first.stdout
@@ -154,73 +178,15 @@ def test_held_out_draws(example: Repo, tmp_path: Path) -> None:
     assert annotations[f"{ORDERS}.held_out_seed_sha256"] == held["seed_sha256"]
     assert annotations[f"{INVENTORY}.held_out"].startswith("not drawn: opted out")
     # The same candidate again: the same seed, the same world, and nothing replayed.
-    again = judge.gate(f"--gate-candidate={honest}", env=KEYED)
+    again = keyed(judge, f"--gate-candidate={honest}")
     assert _drawn(again, ORDERS) == {**held, "cached": True} and again.suite(ORDERS)["cached"] is True
 
-    # A candidate that memorised the pinned world passes it, and without the key nothing else is asked.
-    totals = (example.root / "src/orders/orders/totals.py").read_text()
-    known = _known_orders(example, tmp_path / "world")
-    memorising = _candidate(
-        example,
-        "memorising",
-        "src/orders/orders/totals.py",
-        totals + MEMORISING.format(known=", ".join(map(repr, known))),
-    )
-    # The runs without the key share one daemon, which never sees a key (the keyed runs start Pants anew).
-    daemon = Repo(judge.root, daemon=True)
-    try:
-        _memorising_is_caught_only_with_the_key(example, judge, daemon, memorising, honest, [first, again], held)
-    finally:
-        daemon.stop_daemon()
-
-
-def _memorising_is_caught_only_with_the_key(
-    example: Repo, judge: Repo, daemon: Repo, memorising: str, honest: str, runs: list[GateRun], held: dict
-) -> None:
-    unkeyed = daemon.gate(f"--gate-candidate={memorising}")
-    assert unkeyed.verdict == "eligible", unkeyed.stdout
-    assert unkeyed.suite(ORDERS)["held_out"] == {
-        "drawn": False,
-        "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only",
-    }
-    # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
-    # world alone.
-    required = daemon.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
-    assert [(r["code"], r["path"]) for r in required.all_reasons() if r["code"] == "held-out-unavailable"] == [
-        ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY")
-    ] and required.verdict == "closed", required.stdout
-    # With the key, the held-out world finds it, with the record that shows it saved like any witness.
-    # (Its new processes keep their sandboxes: their arguments, environment and files are looked at below.)
-    keyed = judge.gate("--keep-sandboxes=always", f"--gate-candidate={memorising}", env=KEYED)
-    assert keyed.verdict == "closed", keyed.stdout
-    failed = keyed.reasons("property-failed")
-    assert {(r["path"], r["message"].startswith("held-out world: the orders record at line ")) for r in failed} == {
-        (f"{ORDERS}#tax_is_half_even_rounded", True)
-    }
-    (witness,) = [o for o in keyed.observations() if o["property"] == "tax_is_half_even_rounded"]
-    saved = f"dist/gate/{keyed.suite(ORDERS)['folder']}/observations/{witness['id']}.bin"
-    assert (judge.root / saved).is_file() and f"(saved as {saved})" in failed[0]["message"]
-    assert _drawn(keyed, ORDERS)["seed_sha256"] != held["seed_sha256"]  # another candidate, another world
-
-    # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches, nor in the argv,
-    # environment (each kept sandbox's __run.sh) or files of any process the keyed run started, where the
-    # held-out seed is (which shows that the look sees a process's arguments).
-    for run in (*runs, keyed):
+    # The key itself is nowhere: not in what Pants printed or wrote, nor in its caches.
+    for run in (caught, first, again):
         assert KEY not in run.stdout + run.stderr + json.dumps(run.report)
-    kept = [Path(p) for p in re.findall(r"Preserving local process execution dir `?([^`\s]+)", keyed.stderr)]
-    try:
-        scripts = "".join((p / "__run.sh").read_text() for p in kept if (p / "__run.sh").is_file())
-        assert kept and re.search(r"--seed'? '?[0-9a-f]{64}\b", scripts), keyed.stderr[-3000:]
-        leaked = subprocess.run(["grep", "-rlaF", KEY, *map(str, kept)], capture_output=True, text=True)
-        assert leaked.returncode == 1 and not leaked.stdout, leaked.stdout
-    finally:
-        for path in kept:
-            shutil.rmtree(path, ignore_errors=True)
-    judges = sorted(example.root.parent.glob("judge-*"))
     places = [
-        *(j / ".pants.d" for j in judges),
-        *(j / "dist" for j in judges),
-        example.root / ".pants.d",
+        judge.root / ".pants.d",
+        judge.root / "dist",
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pants" / "lmdb_store",
     ]
     found = subprocess.run(
@@ -230,9 +196,23 @@ def _memorising_is_caught_only_with_the_key(
 
     # The key never reaches a daemon's run: pantsd keeps the environment it started with for later runs,
     # so a keyed gate under pantsd is closed and says how CI runs it.
-    under = daemon.gate(f"--gate-candidate={honest}", env=KEYED)
+    under = judge.gate(f"--gate-candidate={honest}", env=KEYED)
     assert under.verdict == "closed", under.stdout
     assert [(r["code"], r["path"], r["found"]) for r in under.all_reasons() if r["code"] == "held-out-unavailable"] == [
         ("held-out-unavailable", "$EPOCH_GATE_HELD_OUT_KEY", "pantsd")
     ]
     assert under.suite(ORDERS)["held_out"]["drawn"] is False
+
+
+def _the_key_is_not_in_the_sandboxes(run: GateRun) -> None:
+    """Not in the argv, environment (each kept sandbox's __run.sh) or files of any process the keyed run
+    started, where the held-out seed is (which shows that the look sees a process's arguments)."""
+    kept = [Path(p) for p in re.findall(r"Preserving local process execution dir `?([^`\s]+)", run.stderr)]
+    try:
+        scripts = "".join((p / "__run.sh").read_text() for p in kept if (p / "__run.sh").is_file())
+        assert kept and re.search(r"--seed'? '?[0-9a-f]{64}\b", scripts), run.stderr[-3000:]
+        leaked = subprocess.run(["grep", "-rlaF", KEY, *map(str, kept)], capture_output=True, text=True)
+        assert leaked.returncode == 1 and not leaked.stdout, leaked.stdout
+    finally:
+        for path in kept:
+            shutil.rmtree(path, ignore_errors=True)

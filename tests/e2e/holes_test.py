@@ -36,33 +36,36 @@ def reasons_at(run: GateRun, code: str) -> set[str]:
 
 
 def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
+    # In a worktree, judged without the daemon: the change edits .pants.rc and the plugin's import path,
+    # which a daemon would restart for, here and again when they are gone.
     base = repo.head()
-    repo.edit(*REFUND_BUG)
+    tree = repo.worktree("holes", base)
+    tree.edit(*REFUND_BUG)
     # 1. The predicates' package, and a helper module beside them.
-    repo.write("checks/__init__.py", RIGGED_INIT)
-    repo.write("checks/helpers.py", "HOLDS = True\n")
+    tree.write("checks/__init__.py", RIGGED_INIT)
+    tree.write("checks/helpers.py", "HOLDS = True\n")
     # 2. A product package that becomes `checks.orders_properties` in the merged sandbox.
-    repo.write("src/orders/checks/orders_properties/__init__.py", "def refund_le_captured(record):\n    return True\n")
-    repo.write("src/orders/checks/orders_properties/BUILD", "python_sources()\n")
-    repo.edit(
+    tree.write("src/orders/checks/orders_properties/__init__.py", "def refund_le_captured(record):\n    return True\n")
+    tree.write("src/orders/checks/orders_properties/BUILD", "python_sources()\n")
+    tree.edit(
         "src/orders/orders/BUILD",
         "python_sources()",
         'python_sources(dependencies=["src/orders/checks/orders_properties"])',
     )
     # 3. Configuration outside pants.toml, and git's view of an oracle folder.
-    repo.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
-    repo.write("checks/.gitattributes", "catalog.yaml -diff\n")
+    tree.write(".pants.rc", "[gate]\ntrusted_refs = []\n")
+    tree.write("checks/.gitattributes", "catalog.yaml -diff\n")
     # 4. The plugin's import path: a package ahead of the core on [GLOBAL].pythonpath.
-    repo.write("pants-plugins/epoch_gate/__init__.py", IMPOSTOR)
+    tree.write("pants-plugins/epoch_gate/__init__.py", IMPOSTOR)
     # 5. An evidence folder through a symlink.
-    repo.write("docs/notes/forged.json", "{}\n")
-    os.symlink("docs/notes", repo.root / "freezes")
+    tree.write("docs/notes/forged.json", "{}\n")
+    os.symlink("docs/notes", tree.root / "freezes")
     # A path no UTF-8 decoder takes, and one that would inject a workflow command if printed raw.
-    repo.write("docs/" + os.fsdecode(b"caf\xe9.md"), "latin-1 name\n")
-    repo.write("docs/a\n::stop-commands::x.md", "control characters in a name\n")
-    repo.commit("an agent's fix, with help")
+    tree.write("docs/" + os.fsdecode(b"caf\xe9.md"), "latin-1 name\n")
+    tree.write("docs/a\n::stop-commands::x.md", "control characters in a name\n")
+    tree.commit("an agent's fix, with help")
 
-    run = repo.gate(f"--changed-since={base}")
+    run = tree.gate(f"--changed-since={base}")
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     protected = reasons_at(run, "protected-path-changed")
     assert {

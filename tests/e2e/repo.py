@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,14 +127,53 @@ class Repo:
         stop_pantsd(self.root)
 
     def git(self, *args: str) -> str:
+        return self._git(*args).decode().strip()
+
+    def _git(self, *args: str, stdin: bytes = b"", env: dict[str, str] = {}) -> bytes:  # noqa: B006
         done = subprocess.run(
             ["git", "-C", str(self.root), *args],
+            input=stdin,
             capture_output=True,
-            text=True,
             check=True,
-            env={**os.environ, **GIT_ENV},
+            env={**os.environ, **GIT_ENV, **env},
         )
-        return done.stdout.strip()
+        return done.stdout
+
+    def candidate(
+        self,
+        message: str,
+        *edits: tuple[str, str, str],
+        files: dict[str, str | bytes] = {},  # noqa: B006
+        base: str = "main",
+    ) -> str:
+        """A commit on `base` with `edits` (path, old, new) made and `files` written, built from git's
+        objects alone: the working tree, which a running daemon watches, is never touched, so a candidate
+        that edits `pants.toml` or the plugin does not restart it."""
+        written = dict(files)
+        for rel, old, new in edits:
+            text = written.get(rel) or self._git("show", f"{base}:{rel}")
+            text = text.decode() if isinstance(text, bytes) else text
+            assert text.count(old) == 1, f"{old!r} is not exactly once in {rel}"
+            written[rel] = text.replace(old, new)
+        index = {"GIT_INDEX_FILE": str(self.root.parent / f".index-{uuid.uuid4().hex}")}
+        try:
+            self._git("read-tree", base, env=index)
+            for rel, data in written.items():
+                blob = self._git("hash-object", "-w", "--stdin", stdin=data.encode() if isinstance(data, str) else data)
+                listed = self.git("ls-tree", base, "--", rel).split(" ", 1)
+                mode = listed[0] if listed[0] else "100644"  # a file's mode as landed; a new file is plain
+                self._git("update-index", "--add", "--cacheinfo", f"{mode},{blob.decode().strip()},{rel}", env=index)
+            tree = self._git("write-tree", env=index).decode().strip()
+        finally:
+            Path(index["GIT_INDEX_FILE"]).unlink(missing_ok=True)
+        return self.git("commit-tree", tree, "-p", base, "-m", message)
+
+    def worktree(self, name: str, ref: str) -> "Repo":
+        """A detached checkout of `ref` beside this repository, without a daemon: a run there neither uses
+        nor disturbs this repository's daemon (which restarts when the files it was started from change)."""
+        path = self.root.parent / name
+        self.git("worktree", "add", "-q", "--detach", str(path), ref)
+        return Repo(path)
 
     def commit(self, message: str) -> str:
         self.git("add", "-A")

@@ -62,13 +62,16 @@ def test_base_that_does_not_resolve(repo: Repo) -> None:
     assert done.returncode == 1 and "eligible" not in done.stdout
 
 
-# Last: it edits the plugin's code and pants.toml, so the daemon restarts for this run (and would again after).
 def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
+    # Judged in a worktree without the daemon: Pants loads the edited plugin and pants.toml afresh, as a
+    # daemon would only after restarting.
     base = repo.head()
-    repo.edit("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict (')
-    repo.write("pants.toml", (repo.root / "pants.toml").read_text() + "\n")
-    repo.commit("touch the gate and its configuration")
-    run = judged(repo, base)
+    commit = repo.candidate(
+        "touch the gate and its configuration",
+        ("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict ('),
+        files={"pants.toml": (repo.root / "pants.toml").read_text() + "\n"},
+    )
+    run = judged(repo.worktree("protected", commit), base)
     assert_closed_with(run, "protected-path-changed")
     assert {"src/epoch_gate/epoch_gate/verdict/suite.py", "pants.toml"} <= {
         r["path"] for r in run.reasons("protected-path-changed")

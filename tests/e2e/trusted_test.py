@@ -12,7 +12,6 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -151,26 +150,11 @@ mkdir -p dist/gate && echo '{"verdict": "eligible"}' > dist/gate/report.json
 """
 
 
-@pytest.fixture(scope="module")
-def judge(example: Repo) -> Iterator[Repo]:
-    """A detached worktree of the trusted ref: what `docs/ci/gate.sh` makes in CI."""
-    path = example.root.parent / "judge"
-    example.git("worktree", "add", "-q", "--detach", str(path), "refs/remotes/origin/main")
-    judge = Repo(path, daemon=True)
-    yield judge
-    judge.stop_daemon()
-
-
-def candidate(example: Repo, name: str, *edits: tuple[str, str, str], files: dict[str, str] = {}) -> str:  # noqa: B006
-    """A commit on its own branch from main, never checked out by the judge."""
-    example.git("checkout", "-q", "-b", name, "main")
-    for edit in edits:
-        example.edit(*edit)
-    for path, text in files.items():
-        example.write(path, text)
-    commit = example.commit(name)
-    example.git("checkout", "-q", "main")
-    return commit
+@pytest.fixture
+def judge(repo: Repo) -> Repo:
+    """The judge: a clean checkout of the trusted ref (origin/main), as `docs/ci/gate.sh` makes in CI, run
+    through the daemon the other modules share. A candidate reaches it only as git objects."""
+    return repo
 
 
 def judged(judge: Repo, commit: str, *options: str) -> GateRun:
@@ -185,18 +169,14 @@ def assert_property_failed(run: GateRun) -> None:
 
 
 def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Repo) -> None:
-    commit = candidate(
-        example,
+    commit = example.candidate(
         "build-patch",
         REFUND_BUG,
         files={"src/orders/orders/BUILD": "python_sources()\n\npython_tests(name=\"tests\")\n" + GATE_PATCH},
     )
-    # The control: judged from its own working tree, the candidate's BUILD file rewrites the verdict.
-    example.git("checkout", "-q", commit)
-    try:
-        local = example.gate("--no-pantsd", "--gate-base=main")  # no daemon left holding the patched judge
-    finally:
-        example.git("checkout", "-q", "main")
+    # The control: judged from its own working tree (a worktree, without a daemon that would go on holding
+    # the patched judge), the candidate's BUILD file rewrites the verdict.
+    local = example.worktree("build-patch", commit).gate("--gate-base=main")
     assert local.verdict == "eligible", local.stdout
     run = judged(judge, commit)
     assert_property_failed(run)
@@ -205,8 +185,7 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
 
 
 def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Repo) -> None:
-    commit = candidate(
-        example,
+    commit = example.candidate(
         "config",
         REFUND_BUG,
         files={
@@ -224,7 +203,7 @@ def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Re
 def test_product_values_and_the_childs_channel_never_decide(example: Repo, judge: Repo, cheat: str) -> None:
     source = (example.root / UNCAPPED[0]).read_text()
     assert source.count(UNCAPPED[1]) == 1
-    commit = candidate(example, f"cheat-{cheat}", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + CHEATS[cheat]})
+    commit = example.candidate(f"cheat-{cheat}", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + CHEATS[cheat]})
     run = judged(judge, commit)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     orders = run.suite("checks:orders_properties")
@@ -241,7 +220,7 @@ def test_product_values_and_the_childs_channel_never_decide(example: Repo, judge
 
 def test_product_code_cannot_stop_signal_read_or_rewrite_the_runner(example: Repo, judge: Repo) -> None:
     source = (example.root / UNCAPPED[0]).read_text()
-    commit = candidate(example, "escapes", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + ESCAPES})
+    commit = example.candidate("escapes", files={UNCAPPED[0]: source.replace(*UNCAPPED[1:]) + ESCAPES})
     started = time.monotonic()
     run = judged(judge, commit)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
@@ -256,7 +235,7 @@ def test_product_code_cannot_stop_signal_read_or_rewrite_the_runner(example: Rep
 def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, judge: Repo, hog: str) -> None:
     code, limit = HOGS[hog]
     source = (example.root / UNCAPPED[0]).read_text()
-    commit = candidate(example, f"hog-{hog}", files={UNCAPPED[0]: source + code})
+    commit = example.candidate(f"hog-{hog}", files={UNCAPPED[0]: source + code})
     started = time.monotonic()
     run = judged(judge, commit)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
@@ -269,7 +248,7 @@ def test_product_code_over_a_limit_is_closed_naming_the_limit(example: Repo, jud
 def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_accepted(
     example: Repo, judge: Repo
 ) -> None:
-    commit = candidate(example, "unjailed", files={"src/orders/orders/unjailed.py": '"""Notes."""\n'})
+    commit = example.candidate("unjailed", files={"src/orders/orders/unjailed.py": '"""Notes."""\n'})
     no_jail = ("--bwrap-url-template=file:///nonexistent/bwrap", "--bwrap-system-search-path=[]")
     refused = judged(judge, commit, *no_jail)
     assert refused.verdict == "closed" and refused.codes() == {"isolation-unavailable", "replay-failed"}, refused.stdout
@@ -299,8 +278,7 @@ except ImportError:
 
 def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(example: Repo, judge: Repo) -> None:
     source = (example.root / "src/orders/orders/totals.py").read_text()
-    commit = candidate(
-        example,
+    commit = example.candidate(
         "fastpath",
         files={
             "src/orders/orders/totals.py": source + FASTPATH,
@@ -315,37 +293,12 @@ def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(exa
     assert any("the product imported fastpath of the candidate" in r["message"] for r in orders["reasons"]), run.stdout
 
 
-def test_the_readmes_ci_command_works_as_written(example: Repo, tmp_path: Path) -> None:
-    """The README's command, run in a clone whose origin is the example, with no `pants` on PATH: the
-    trusted checkout's own ./pants judges, the report comes back, and no temporary folder is left."""
-    readme = (example.root / "README.md").read_text()
-    block = readme.split("In CI, judge a pull request in **trusted mode**", 1)[1].split("```console\n", 1)[1]
-    (command,) = [line[2:] for line in block.split("```", 1)[0].splitlines() if line.startswith("$ ")]
-    commit = candidate(example, "readme", files={"src/orders/orders/readme_notes.py": '"""Notes."""\n'})
-    ci = tmp_path / "ci"
-    subprocess.run(["git", "clone", "-q", str(example.root), str(ci)], check=True)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "pants").exists())
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=ci,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PR_SHA": commit, "PATH": path, "TMPDIR": str(scratch)},
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
-    assert [p.name for p in scratch.iterdir() if p.name.startswith("tmp.")] == []  # mktemp's; Pants leaves its own
-
-
-def test_the_ci_script_refuses_a_short_trusted_ref(example: Repo) -> None:
-    script = (example.root / "docs" / "ci" / "gate.sh").read_text()
+def test_the_ci_script_refuses_a_short_trusted_ref(repo: Repo) -> None:
+    script = (repo.root / "docs" / "ci" / "gate.sh").read_text()
     done = subprocess.run(
         ["bash", "-s", "--", "HEAD"],
         input=script,
-        cwd=example.root,
+        cwd=repo.root,
         capture_output=True,
         text=True,
         env={**os.environ, "GATE_TRUSTED_REF": "origin/main"},
@@ -383,19 +336,48 @@ def test_a_tree_entry_no_file_system_holds_is_refused_with_a_report_in_seconds(
     assert refused["path"].endswith(name) and "no file system can hold" in refused["message"]
 
 
-def test_an_honest_candidate_is_eligible_and_judged_again_from_the_cache(example: Repo, judge: Repo) -> None:
-    commit = candidate(example, "honest", files={"src/orders/orders/notes.py": '"""Notes."""\n'})
+def test_an_honest_candidate_is_eligible_and_the_readmes_ci_command_judges_it_again_from_the_cache(
+    example: Repo, judge: Repo, tmp_path: Path
+) -> None:
+    commit = example.candidate("honest", files={"src/orders/orders/notes.py": '"""Notes."""\n'})
     first = judged(judge, commit)
     assert first.verdict == "eligible" and first.exit_code == 0, first.stdout
     assert first.report["mode"] == "trusted"
     statement = json.loads((judge.root / "dist" / "gate" / "statement.intoto.json").read_text())
     assert statement["subject"][0]["digest"]["gitCommit"] == commit
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
-    again = judged(judge, commit, "--no-pantsd", "--stats-log", "-ldebug")  # as CI runs it: no daemon
-    assert again.verdict == "eligible"
-    assert [line for line in again.stdout.splitlines() if not line.startswith("report")] == [
-        line for line in first.stdout.splitlines() if not line.startswith("report")
-    ]
+
+    # The README's command, as written, in a clone whose origin is the example and with no `pants` on PATH:
+    # the trusted checkout's own ./pants judges the candidate again, without a daemon, as CI runs it.
+    readme = (example.root / "README.md").read_text()
+    block = readme.split("In CI, judge a pull request in **trusted mode**", 1)[1].split("```console\n", 1)[1]
+    (command,) = [line[2:] for line in block.split("```", 1)[0].splitlines() if line.startswith("$ ")]
+    ci = tmp_path / "ci"
+    subprocess.run(["git", "clone", "-q", str(example.root), str(ci)], check=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "pants").exists())
+    again = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ci,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        # With what each process was, and how many ran (read below).
+        env={
+            **os.environ,
+            "PR_SHA": commit,
+            "PATH": path,
+            "TMPDIR": str(scratch),
+            "PANTS_STATS_LOG": "true",
+            "PANTS_LEVEL": "debug",
+        },
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
+    console = [line for line in first.stdout.splitlines() if not line.startswith("report")]
+    assert [line for line in again.stdout.splitlines() if line in console] == console, again.stdout
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("tmp.")] == []  # mktemp's; Pants leaves its own
     # Without pantsd each run re-probes the host (the interpreter, the jail); nothing else may execute.
     executed = set(re.findall(r'spawned local process .*? description: "([^"]*)"', again.stderr))
     assert executed <= HOST_PROBES, executed
