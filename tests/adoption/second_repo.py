@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,7 @@ url_template = "file://%(buildroot)s/.pants.bootstrap/isolation/libfaketime.so.1
 GENERATOR = '''\
 """Prices for the shop's fixture world: deterministic, from the base list."""
 import argparse
+import json
 import json
 import os
 
@@ -202,3 +204,13 @@ class NewRepo:
 
     def write(self, rel: str, text: str) -> None:
         (self.root / rel).write_text(text)
+
+
+def report(repo: NewRepo) -> dict:
+    """The last gate's report.json."""
+    return json.loads(repo.read("dist/gate/report.json"))
+
+
+def all_reasons(judged: dict) -> list[dict]:
+    """The repository's reasons, then every suite's."""
+    return [*judged["reasons"], *(r for s in judged["suites"] for r in s["reasons"])]

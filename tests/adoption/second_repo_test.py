@@ -1,6 +1,7 @@
-"""Adoption, as a new user meets it: a new repository gets the plugin from the built wheels alone, runs the
-commands of docs/adopting.md to its first `eligible`, then is `closed` for an edit of the oracle; and the
-CI recipes of docs/ci/ run their own steps over it."""
+"""Adoption, as a new user meets it: a new repository (`adopted`, conftest.py) gets the plugin from the built
+wheels alone, runs the commands of docs/adopting.md to its first `eligible`, then is `closed` for an edit of
+the oracle; and the CI recipes of docs/ci/ run their own steps over it. (A framework's suite:
+django_test.py.)"""
 
 from __future__ import annotations
 
@@ -8,46 +9,16 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 import yaml
 
 from epoch_gate.testutil import layout_problems
-from tests.adoption import django_suite
-from tests.adoption.second_repo import NewRepo, documented_commands
-from tests.e2e.repo import stop_pantsd
+from tests.adoption.second_repo import NewRepo, all_reasons, documented_commands, report
 
 LOOSENED = (
     '    return product.shop.prices.discounted(record["cents"], record["discount_pct"]) >= 0\n',
     "    return True\n",
 )
-
-
-@pytest.fixture(scope="module")
-def adopted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NewRepo]:
-    here = Path.cwd()
-    wheels = sorted(here.glob("epoch_gate*.whl"))  # at the sandbox root, where Pants puts the packages
-    assert {w.name.split("-")[0] for w in wheels} == {"epoch_gate", "epoch_gate_pants"}, wheels
-    repo = NewRepo.create(tmp_path_factory.mktemp("adoption"), wheels, here)
-    try:
-        for command in documented_commands((here / "docs/adopting.md").read_text()):
-            done = repo.sh(command, timed=True)
-            if command != "pants gate ::":
-                assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"
-        print("\n".join(f"{seconds:7.1f} s  {command}" for command, seconds in repo.timings))
-        yield repo
-    finally:
-        stop_pantsd(repo.root)
-
-
-def report(repo: NewRepo) -> dict:
-    return json.loads(repo.read("dist/gate/report.json"))
-
-
-def all_reasons(judged: dict) -> list[dict]:
-    """The repository's reasons, then every suite's."""
-    return [*judged["reasons"], *(r for s in judged["suites"] for r in s["reasons"])]
 
 
 def test_the_plugin_comes_from_the_wheels_alone(adopted: NewRepo) -> None:
@@ -241,72 +212,3 @@ def test_codeowners_from_the_build_graph_cover_the_oracle(adopted: NewRepo) -> N
         "pants gate-codeowners --gate-codeowners-owners=shop/oracle " "--gate-codeowners-check=.github/CODEOWNERS"
     )
     assert check.returncode == 0, check.stderr[-2000:]
-
-
-# -- a framework: a Django suite beside the first (docs/adopting.md, "Frameworks") ---------------------
-
-
-def test_a_django_suite_replays_after_its_product_set_up_in_local_and_trusted_mode(adopted: NewRepo) -> None:
-    suite = "checks/bookings:properties"
-    adopted.sh("git checkout -q -B bookings origin/main")
-    for rel, text in django_suite.files(Path("docs/adopting.md").read_text()).items():
-        (adopted.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        adopted.write(rel, text)
-    adopted.write("pants.toml", django_suite.with_resolves(adopted.read("pants.toml")))
-    for command in ("pants generate-lockfiles", "pants tailor ::"):
-        done = adopted.sh(command)
-        assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
-    assert '"Django' in adopted.read("3rdparty/python/default.lock")
-    proposed = adopted.read("checks/bookings/BUILD")
-    assert 'fixture="fixtures/bookings:bookings_epoch"' in proposed, proposed
-    # The guide's one edit for a framework: the suite names the product's set-up.
-    adopted.write(
-        "checks/bookings/BUILD",
-        proposed.replace(
-            '    name="properties",\n', '    name="properties",\n    product_setup="bookings.replay:set_up",\n'
-        ),
-    )
-    minted = adopted.sh(f"pants pin-epoch --epoch-id=bookings-2026-12-a sample-properties --seed=1 --k=2 {suite}")
-    assert minted.returncode == 0, minted.stderr[-3000:]
-    local = adopted.sh(f"pants test {suite}")
-    assert local.returncode == 0 and f"✓ {suite} succeeded" in local.stderr, local.stderr[-3000:]
-    adopted.sh("git add -A && git commit -qm 'the bookings suite' && git push -q origin HEAD:main")
-
-    honest = adopted.sh("pants gate --gate-candidate=HEAD ::")  # trusted: the checkout is origin/main
-    judged = report(adopted)
-    assert honest.returncode == 0 and judged["mode"] == "trusted", honest.stdout + honest.stderr[-3000:]
-    (bookings,) = [s for s in judged["suites"] if s["address"] == suite]
-    assert bookings["verdict"] == "eligible" and sorted(p["name"] for p in bookings["properties"]) == [
-        "booking_keeps_its_nights",
-        "total_within_gross",
-    ]
-    adopted.sh("git checkout -q -B discount origin/main")
-    pricing = adopted.read("src/bookings/pricing.py")
-    adopted.write("src/bookings/pricing.py", pricing.replace(*django_suite.QUADRUPLE_DISCOUNT))
-    adopted.sh("git commit -qam 'bookings: a bigger discount' && git checkout -q --detach origin/main")
-    buggy = adopted.sh("pants gate --gate-candidate=discount ::")
-    judged = report(adopted)
-    assert buggy.returncode == 1 and judged["verdict"] == "closed", buggy.stdout
-    [failed] = all_reasons(judged)
-    assert (failed["code"], failed["path"]) == ("property-failed", f"{suite}#total_within_gross"), failed
-    assert re.fullmatch(
-        r"the bookings record at line \d+ \(saved as dist/gate/\S+\.bin\) fails it: .+",
-        failed["message"],
-    ), failed
-
-    # The set-up is the candidate's like the rest of the product: a candidate whose set-up fails is closed,
-    # and the reason names the set-up and what it raised.
-    adopted.sh("git checkout -q -B setup origin/main")
-    setup = adopted.read("src/bookings/replay.py")
-    adopted.write(
-        "src/bookings/replay.py", setup.replace("    django.setup()\n", "    raise RuntimeError('no apps today')\n")
-    )
-    adopted.sh("git commit -qam 'bookings: a set-up that fails' && git checkout -q --detach origin/main")
-    failed = adopted.sh("pants gate --gate-candidate=setup ::")
-    judged = report(adopted)
-    assert failed.returncode == 1 and judged["verdict"] == "closed", failed.stdout
-    assert {(r["code"], r["path"]) for r in all_reasons(judged)} == {("replay-failed", suite)}, all_reasons(judged)
-    assert any(
-        "the product's set-up bookings.replay:set_up raised RuntimeError: no apps today" in r["message"]
-        for r in all_reasons(judged)
-    ), all_reasons(judged)

@@ -36,8 +36,9 @@ def reasons_at(run: GateRun, code: str) -> set[str]:
 
 
 def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
-    # In a worktree, judged without the daemon: the change edits .pants.rc and the plugin's import path,
-    # which a daemon would restart for, here and again when they are gone.
+    # In a worktree, judged without the daemon: the change edits .pants.rc, pants.toml and the plugin's
+    # code and import path, which Pants loads afresh here (a daemon would restart for them, here and again
+    # when they are gone).
     base = repo.head()
     tree = repo.worktree("holes", base)
     tree.edit(*REFUND_BUG)
@@ -57,7 +58,10 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
     tree.write("checks/.gitattributes", "catalog.yaml -diff\n")
     # 4. The plugin's import path: a package ahead of the core on [GLOBAL].pythonpath.
     tree.write("pants-plugins/epoch_gate/__init__.py", IMPOSTOR)
-    # 5. An evidence folder through a symlink.
+    # 5. The gate's own code and pants.toml, as Pants loads them.
+    tree.edit("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict (')
+    tree.write("pants.toml", (tree.root / "pants.toml").read_text() + "\n")
+    # 6. An evidence folder through a symlink.
     tree.write("docs/notes/forged.json", "{}\n")
     os.symlink("docs/notes", tree.root / "freezes")
     # A path no UTF-8 decoder takes, and one that would inject a workflow command if printed raw.
@@ -74,6 +78,8 @@ def test_attacks_on_what_the_oracle_is_read_through(repo: Repo) -> None:
         ".pants.rc",
         "checks/.gitattributes",
         "pants-plugins/epoch_gate/__init__.py",
+        "src/epoch_gate/epoch_gate/verdict/suite.py",
+        "pants.toml",
         "freezes",
     } <= protected, protected
     shadowed = " ".join(r["found"] for r in run.reasons("module-shadowed"))

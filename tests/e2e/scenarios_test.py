@@ -1,9 +1,8 @@
 """What only the real `./pants` shows of the verdict's scenarios (docs/contract.md): the table itself runs
 as goal tests (pants-plugins/epoch_gate_pants/gate_test.py, the gate goal in a RuleRunner over a git
-repository). Here:
-the verdict and console of a real run, the gate's own code and `pants.toml` as Pants loads them, and
-`--changed-since` as Pants itself resolves it. Each change is committed on a branch of a temporary copy
-of this repository and judged by the real `./pants --changed-since=<base> gate`."""
+repository). Here: the verdict and console of a real run, and `--changed-since` as Pants itself resolves it
+(the gate's own code and `pants.toml` as Pants loads them: holes_test.py). Each change is committed in the
+end-to-end repository and judged by the real `./pants --changed-since=<base> gate`."""
 
 from __future__ import annotations
 
@@ -14,11 +13,6 @@ from tests.e2e.repo import GateRun, Repo
 
 def judged(repo: Repo, base: str) -> GateRun:
     return repo.gate(f"--changed-since={base}")
-
-
-def assert_closed_with(run: GateRun, *codes: str) -> None:
-    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
-    assert run.codes() == set(codes), (codes, run.codes())
 
 
 def test_unrelated_change_is_eligible(repo: Repo) -> None:
@@ -60,19 +54,3 @@ def test_base_that_does_not_resolve(repo: Repo) -> None:
     # Pants resolves --changed-since itself, before any goal runs: it fails the run (never eligible).
     done = repo.pants(f"--changed-since={missing}", "gate")
     assert done.returncode == 1 and "eligible" not in done.stdout
-
-
-def test_the_gate_code_and_pants_toml_as_pants_loads_them_are_protected(repo: Repo) -> None:
-    # Judged in a worktree without the daemon: Pants loads the edited plugin and pants.toml afresh, as a
-    # daemon would only after restarting.
-    base = repo.head()
-    commit = repo.candidate(
-        "touch the gate and its configuration",
-        ("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict ('),
-        files={"pants.toml": (repo.root / "pants.toml").read_text() + "\n"},
-    )
-    run = judged(repo.worktree("protected", commit), base)
-    assert_closed_with(run, "protected-path-changed")
-    assert {"src/epoch_gate/epoch_gate/verdict/suite.py", "pants.toml"} <= {
-        r["path"] for r in run.reasons("protected-path-changed")
-    }
