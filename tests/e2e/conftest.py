@@ -1,6 +1,6 @@
-"""The end-to-end tests' repository: this one copied once for the modules that Pants runs in one pytest
-process (`example`; `batch_compatibility_tag` in BUILD makes two such batches, run side by side), and reset
-to its landed commit for each test that changes it (`repo`). It runs Pants with one daemon, stopped when the session is done: each run without
+"""The end-to-end tests' repository: this one copied once for every module (`example`), which Pants runs in
+one pytest process (`batch_compatibility_tag` in BUILD), and reset to its landed commit for each test that
+changes it (`repo`). It runs Pants with one daemon, stopped when the session is done: each run without
 the daemon starts Pants anew (~12 s of CPU here, mostly building the rule graph twice), and so does each
 edit of the files a daemon was started from (`pants.toml`, the plugin's code). Tests that need such an
 edit, or a run without a daemon, make it in a worktree (`Repo.worktree`) or as git objects
