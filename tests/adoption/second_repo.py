@@ -84,7 +84,6 @@ GENERATOR = '''\
 """Prices for the shop's fixture world: deterministic, from the base list."""
 import argparse
 import json
-import json
 import os
 
 parser = argparse.ArgumentParser()

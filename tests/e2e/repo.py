@@ -141,17 +141,17 @@ class Repo:
 
     def candidate(
         self,
-        message: str,
+        name: str,
         *edits: tuple[str, str, str],
         files: dict[str, str | bytes] = {},  # noqa: B006
         base: str = "main",
     ) -> str:
-        """A commit on `base` with `edits` (path, old, new) made and `files` written, built from git's
-        objects alone: the working tree, which a running daemon watches, is never touched, so a candidate
+        """A commit on `base`, on branch `name`, with `edits` (path, old, new) made and `files` written, built
+        from git's objects alone: the working tree, which a running daemon watches, is never touched, so a candidate
         that edits `pants.toml` or the plugin does not restart it."""
         written = dict(files)
         for rel, old, new in edits:
-            text = written.get(rel) or self._git("show", f"{base}:{rel}")
+            text = written[rel] if rel in written else self._git("show", f"{base}:{rel}")
             text = text.decode() if isinstance(text, bytes) else text
             assert text.count(old) == 1, f"{old!r} is not exactly once in {rel}"
             written[rel] = text.replace(old, new)
@@ -160,18 +160,20 @@ class Repo:
             self._git("read-tree", base, env=index)
             for rel, data in written.items():
                 blob = self._git("hash-object", "-w", "--stdin", stdin=data.encode() if isinstance(data, str) else data)
-                listed = self.git("ls-tree", base, "--", rel).split(" ", 1)
-                mode = listed[0] if listed[0] else "100644"  # a file's mode as landed; a new file is plain
+                mode = self.git("ls-tree", base, "--", rel).split(" ", 1)[0] or "100644"  # as landed; new: plain
+                assert mode in ("100644", "100755"), f"{rel} is not a regular file on {base} ({mode})"
                 self._git("update-index", "--add", "--cacheinfo", f"{mode},{blob.decode().strip()},{rel}", env=index)
             tree = self._git("write-tree", env=index).decode().strip()
         finally:
             Path(index["GIT_INDEX_FILE"]).unlink(missing_ok=True)
-        return self.git("commit-tree", tree, "-p", base, "-m", message)
+        commit = self.git("commit-tree", tree, "-p", base, "-m", name)
+        self.git("update-ref", f"refs/heads/{name}", commit)  # reachable, as a pushed branch is: a clone has it
+        return commit
 
     def worktree(self, name: str, ref: str) -> "Repo":
         """A detached checkout of `ref` beside this repository, without a daemon: a run there neither uses
         nor disturbs this repository's daemon (which restarts when the files it was started from change)."""
-        path = self.root.parent / name
+        path = self.root.parent / f"{name}-{uuid.uuid4().hex[:8]}"
         self.git("worktree", "add", "-q", "--detach", str(path), ref)
         return Repo(path)
 

@@ -1,4 +1,5 @@
-"""Trusted mode end to end: the judge runs from a worktree of origin/main and the candidate enters as data.
+"""Trusted mode end to end: the judge runs from a clean checkout of origin/main (the end-to-end repository,
+with its daemon; the README's CI command makes its own worktree) and the candidate enters as data.
 
 Each attacking candidate carries the refund bug that `refund_le_captured` catches, so a verdict other
 than `closed` with `property-failed` means the attack programmed the judge.
@@ -182,6 +183,20 @@ def test_a_product_build_file_cannot_program_the_judge(example: Repo, judge: Rep
     assert_property_failed(run)
     # And it could not land to program later judges: a BUILD file that is code is not passed.
     assert [r["path"] for r in run.reasons("build-file-code")] == ["src/orders/orders/BUILD"], run.stdout
+
+
+def test_the_gates_own_code_and_configuration_are_protected(example: Repo, judge: Repo) -> None:
+    commit = example.candidate(
+        "gate-code",
+        ("src/epoch_gate/epoch_gate/verdict/suite.py", '"""The verdict (', '"""The (relaxed) verdict ('),
+        files={"pants.toml": (example.root / "pants.toml").read_text() + "\n"},
+    )
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.codes() == {"protected-path-changed"}, run.stdout
+    assert {r["path"] for r in run.reasons("protected-path-changed")} == {
+        "src/epoch_gate/epoch_gate/verdict/suite.py",
+        "pants.toml",
+    }
 
 
 def test_a_replaced_launcher_and_configuration_are_data(example: Repo, judge: Repo) -> None:
@@ -375,8 +390,13 @@ def test_an_honest_candidate_is_eligible_and_the_readmes_ci_command_judges_it_ag
     )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert json.loads((ci / "dist" / "gate" / "report.json").read_text())["verdict"] == "eligible"
-    console = [line for line in first.stdout.splitlines() if not line.startswith("report")]
-    assert [line for line in again.stdout.splitlines() if line in console] == console, again.stdout
+    # What it prints: the gate's console, as the daemon's run printed it, then the report's Markdown.
+    markdown = (ci / "dist" / "gate" / "report.md").read_text()
+    assert again.stdout.endswith(markdown), again.stdout
+    console = again.stdout[: -len(markdown)]
+    assert [line for line in console.splitlines() if not line.startswith("report")] == [
+        line for line in first.stdout.splitlines() if not line.startswith("report")
+    ], again.stdout
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tmp.")] == []  # mktemp's; Pants leaves its own
     # Without pantsd each run re-probes the host (the interpreter, the jail); nothing else may execute.
     executed = set(re.findall(r'spawned local process .*? description: "([^"]*)"', again.stderr))
