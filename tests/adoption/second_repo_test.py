@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import yaml
@@ -148,6 +149,7 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     candidate = adopted.sh("git rev-parse several").stdout.strip()
     adopted.sh("git checkout -q --detach origin/main")  # what pull_request_target checks out
     summary = tmp_path / "summary.md"
+    shutil.rmtree(adopted.root / "dist" / "gate", ignore_errors=True)  # the report read below is this run's
     outputs = []
     for step in runs[1:]:  # the fetch needs GitHub's pull refs: the candidate is already a local commit
         env = {
@@ -157,9 +159,10 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
         }
         outputs.append(adopted.sh(step["run"], env=env))
     gate = outputs[0]
-    assert gate.returncode == 1, gate.stdout + gate.stderr[-3000:]
+    said = gate.stdout + gate.stderr[-3000:]
+    assert gate.returncode == 1 and (adopted.root / "dist/gate/report.json").is_file(), said
     judged = report(adopted)
-    assert judged["mode"] == "trusted"
+    assert judged["mode"] == "trusted", said
     reasons = all_reasons(judged)
     annotations = [line for line in gate.stdout.splitlines() if line.startswith("::")]
     assert len(reasons) >= 2 and len(annotations) == len(reasons)
@@ -175,7 +178,7 @@ def test_the_shell_recipe_judges_from_the_trusted_ref_and_keeps_the_artifacts(ad
     done = adopted.sh(f"bash {recipe('gate.sh')} several", env={"GATE_ARTIFACTS": str(tmp_path / "artifacts")})
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     judged = report(adopted)
-    assert judged["mode"] == "trusted"
+    assert judged["mode"] == "trusted", done.stdout + done.stderr[-3000:]
     reasons = all_reasons(judged)
     plain = [line for line in done.stdout.splitlines() if " closed [" in line and not line.startswith("|")]
     assert len(plain) >= len(reasons) >= 2
