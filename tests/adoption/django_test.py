@@ -1,5 +1,5 @@
-"""Adoption of a framework: a Django suite beside the first, in a new repository of its own (`adopted`,
-conftest.py), as docs/adopting.md's "Frameworks" section has it."""
+"""Adoption of a framework: a Django suite beside the first, in the adopted repository (`adopted`,
+conftest.py), as docs/adopting.md's "Frameworks" section has it. It runs after second_repo_test.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.adoption.second_repo import NewRepo, all_reasons, report
 
 def test_a_django_suite_replays_after_its_product_set_up_in_local_and_trusted_mode(adopted: NewRepo) -> None:
     suite = "checks/bookings:properties"
-    adopted.sh("git checkout -q -B bookings origin/main")
+    adopted.sh("git checkout -q -f -B bookings origin/main && git clean -fdq")  # what the other module left
     for rel, text in django_suite.files(Path("docs/adopting.md").read_text()).items():
         (adopted.root / rel).parent.mkdir(parents=True, exist_ok=True)
         adopted.write(rel, text)
