@@ -261,11 +261,13 @@ class GateRepo:
         self.landed = ""
 
     @classmethod
-    def create(cls, tmp: Path) -> "GateRepo":
+    def create(cls, tmp: Path, named_caches: Path) -> "GateRepo":
+        """Over a store of its own under `tmp` and the shared named caches (conftest.py: pex's and pip's
+        downloads and venvs, which hold no results)."""
         runner = RuleRunner(
             rules=[*register.rules(), *PANTS_RULES, *CONFIGURED_SUBSYSTEMS],
             target_types=TARGET_TYPES,
-            bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={tmp / 'named'}"],
+            bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
         )
         files, world = example_files()
         repo = cls(runner, world)

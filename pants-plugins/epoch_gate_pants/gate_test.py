@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +32,8 @@ REFUND_BUG = ("src/payments_lib.py", "refunded <= captured", "refunded < 50")
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> GateRepo:
-    return GateRepo.create(tmp_path_factory.mktemp("gate"))
+def example(tmp_path_factory: pytest.TempPathFactory, named_caches: Path) -> GateRepo:
+    return GateRepo.create(tmp_path_factory.mktemp("gate"), named_caches)
 
 
 @pytest.fixture
