@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
@@ -13,7 +10,7 @@ from epoch_gate.reasons import Code
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate_pants import candidate
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest
-from epoch_gate_pants.rule_harness import PREDICATES, candidate_files, new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import PREDICATES, candidate_files, write_repo
 
 MODULES = (candidate,)
 QUERIES = (
@@ -21,11 +18,6 @@ QUERIES = (
     QueryRule(Digest, [CreateDigest]),
     QueryRule(DigestContents, [Digest]),
 )
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_runner: RuleRunner) -> None:

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate_pants import codeowners, fixture, isolation, protected, suite
 from epoch_gate_pants.codeowners import GateCodeowners
 from epoch_gate_pants.protected import ProtectedPaths
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import write_repo
 
 MODULES = (codeowners, fixture, isolation, protected, suite)
 QUERIES = (QueryRule(ProtectedPaths, []),)
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_codeowners_cover_the_protected_set_and_check_the_file(rule_runner: RuleRunner) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from pants.build_graph.address import Address
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
@@ -18,11 +17,6 @@ from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
 
 MODULES = (fixture, isolation)
 QUERIES = (QueryRule(EpochCheck, [EpochCheckRequest]), QueryRule(FixtureWorld, [FixtureWorldRequest]))
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_epoch_check_agrees_and_runs_the_generator_hermetically(rule_runner: RuleRunner) -> None:

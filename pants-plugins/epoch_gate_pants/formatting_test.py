@@ -5,7 +5,6 @@ registered through Pants' `fmt` union exactly as Black is."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from pants.backend.python.target_types import PythonSourceField, PythonSourcesGeneratorTarget, PythonSourceTarget
@@ -22,7 +21,7 @@ from epoch_gate_pants import fixture, formatting, isolation, reviewer, suite
 from epoch_gate_pants.formatting import Formatting, FormattingRequest, Rewrite
 from epoch_gate_pants.gate_harness import ENV_INHERIT, runner_options
 from epoch_gate_pants.reviewer import PinEpoch, SampleProperties
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import fresh, write_repo
 
 MODULES = (fixture, formatting, isolation, reviewer, suite)
 
@@ -73,9 +72,13 @@ FORMATTER = (
 )
 
 
+QUERIES = (QueryRule(Formatting, [FormattingRequest]),)
+EXTRA_RULES = FORMATTER
+
+
 @pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    runner = new_rule_runner(tmp_path, named_caches, MODULES, (QueryRule(Formatting, [FormattingRequest]),), FORMATTER)
+def rule_runner(module_rule_runner: RuleRunner) -> RuleRunner:
+    runner = fresh(module_rule_runner)
     write_repo(runner)
     runner.write_files({"fixtures/BUILD": runner.read_file("fixtures/BUILD") + '\npython_sources(name="gen")\n'})
     return runner

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 from pants.build_graph.address import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import QueryRule
@@ -16,15 +15,10 @@ from epoch_gate_pants import fixture, isolation
 from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import BWRAP_SHA, GENERATOR, bootstrapped, configure
 from epoch_gate_pants.isolation import Jail
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import write_repo
 
 MODULES = (fixture, isolation)
 QUERIES = (QueryRule(Jail, []), QueryRule(FixtureWorld, [FixtureWorldRequest]), QueryRule(DigestContents, [Digest]))
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 # Reads a working-tree file by absolute path, which a plain sandbox allows.

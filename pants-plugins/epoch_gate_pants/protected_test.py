@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate_pants import protected
 from epoch_gate_pants.gate_harness import configure
 from epoch_gate_pants.protected import ProtectedPaths
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import write_repo
 
 MODULES = (protected,)
 QUERIES = (QueryRule(ProtectedPaths, []),)
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pants.build_graph.address import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents
@@ -17,7 +15,7 @@ from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import GENERATOR, configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
-from epoch_gate_pants.rule_harness import CATALOG, candidate_files, new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import CATALOG, candidate_files, write_repo
 
 MODULES = (candidate, fixture, isolation, replay, runner, suite)
 QUERIES = (
@@ -27,11 +25,6 @@ QUERIES = (
     QueryRule(DigestContents, [Digest]),
     QueryRule(Digest, [CreateDigest]),
 )
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 @pytest.mark.parametrize("mode", ["auto", "required"])

@@ -4,6 +4,7 @@ property and one product module."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable
@@ -51,6 +52,19 @@ def new_rule_runner(
         target_types=TARGET_TYPES,
         bootstrap_args=[f"--local-store-dir={tmp / 'store'}", f"--named-caches-dir={named_caches}"],
     )
+    configure(runner)
+    return runner
+
+
+def fresh(runner: RuleRunner) -> RuleRunner:
+    """`runner` for the next test: an empty build root and the default options, over the same scheduler (so
+    what Pants runs once per scheduler, the interpreter search and the jail's probes, runs once per file)."""
+    root = Path(runner.build_root)
+    removed = [str(p.relative_to(root)) for p in root.rglob("*") if ".pants.d" not in p.relative_to(root).parts]
+    for top in root.iterdir():
+        if top.name != ".pants.d":
+            shutil.rmtree(top) if top.is_dir() and not top.is_symlink() else top.unlink()
+    runner._invalidate_for(*removed)  # every path the last test left, as write_files invalidates its own
     configure(runner)
     return runner
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from pants.build_graph.address import Address
 from pants.core.goals.test import TestResult
 from pants.engine.rules import QueryRule
@@ -13,16 +10,11 @@ from pants.testutil.rule_runner import RuleRunner
 from epoch_gate_pants import candidate, fixture, isolation, replay, runner, sampled_tests, suite
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
 from epoch_gate_pants.gate_harness import FLAKY_PRODUCT
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import write_repo
 from epoch_gate_pants.sampled_tests import SampledPropertiesFieldSet, SampledPropertiesTestRequest
 
 MODULES = (candidate, fixture, isolation, replay, runner, suite, sampled_tests)
 QUERIES = (QueryRule(ReplayRun, [ReplayRequest]), QueryRule(TestResult, [SampledPropertiesTestRequest.Batch]))
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_replay_passes_and_is_reported_by_pants_test(rule_runner: RuleRunner) -> None:

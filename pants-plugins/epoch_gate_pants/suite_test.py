@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
 from pants.build_graph.address import Address
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.reasons import Code
 from epoch_gate_pants import suite
-from epoch_gate_pants.rule_harness import new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import write_repo
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest
 
 MODULES = (suite,)
 QUERIES = (QueryRule(ManifestFiles, [ManifestFilesRequest]),)
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_manifest_check_catches_a_resealed_manifest(rule_runner: RuleRunner) -> None:

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from pants.core.goals.tailor import TailorGoal
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate_pants import tailor
 from epoch_gate_pants.gate_harness import GENERATOR
-from epoch_gate_pants.rule_harness import CATALOG, PREDICATES, new_rule_runner, write_repo
+from epoch_gate_pants.rule_harness import CATALOG, PREDICATES, write_repo
 
 MODULES = (tailor,)
 QUERIES = ()
-
-
-@pytest.fixture
-def rule_runner(tmp_path: Path, named_caches: Path) -> RuleRunner:
-    return new_rule_runner(tmp_path, named_caches, MODULES, QUERIES)
 
 
 def test_tailor_proposes_the_oracle_targets_from_a_generator_and_a_catalog(rule_runner: RuleRunner) -> None:
