@@ -85,9 +85,11 @@ def test_a_catalog_predicate_outside_the_manifests_predicates_is_refused(rule_ru
 def test_a_replay_that_never_ends_is_stopped(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
     rule_runner.write_files({"src/payments_lib.py": "while True:\n    pass\n"})  # holds CI hostage
-    configure(rule_runner, "--property-replay-timeout=1")
+    configure(rule_runner, "--property-replay-timeout=3")
     run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
     assert run.result is not None and run.result.exit_code != 0
+    said = run.result.stdout + run.result.stderr
+    assert b"Exceeded timeout of 3" in said, said[-2000:]  # Pants stopped it, not a crash
 
 
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
+from pants.base.build_root import BuildRoot
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
@@ -58,7 +59,10 @@ def new_rule_runner(
 
 def fresh(runner: RuleRunner) -> RuleRunner:
     """`runner` for the next test: an empty build root and the default options, over the same scheduler (so
-    what Pants runs once per scheduler, the interpreter search and the jail's probes, runs once per file)."""
+    what Pants runs once per scheduler, the interpreter search and the jail's probes, runs once per file).
+    The build root's path and the store are the module's: a process whose result depends on a file it reads
+    outside its inputs is cached across the module's tests."""
+    BuildRoot().path = runner.build_root  # process-wide: another RuleRunner made since has moved it
     root = Path(runner.build_root)
     removed = [str(p.relative_to(root)) for p in root.rglob("*") if ".pants.d" not in p.relative_to(root).parts]
     for top in root.iterdir():

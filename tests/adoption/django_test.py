@@ -12,7 +12,8 @@ from tests.adoption.second_repo import NewRepo, all_reasons, report
 
 def test_a_django_suite_replays_after_its_product_set_up_in_local_and_trusted_mode(adopted: NewRepo) -> None:
     suite = "checks/bookings:properties"
-    adopted.sh("git checkout -q -f -B bookings origin/main && git clean -fdq")  # what the other module left
+    reset = adopted.sh("git checkout -q -f -B bookings origin/main && git clean -fdq")  # what the other module left
+    assert reset.returncode == 0, reset.stderr
     for rel, text in django_suite.files(Path("docs/adopting.md").read_text()).items():
         (adopted.root / rel).parent.mkdir(parents=True, exist_ok=True)
         adopted.write(rel, text)
