@@ -66,8 +66,12 @@ def fresh(runner: RuleRunner) -> RuleRunner:
     root = Path(runner.build_root)
     removed = [str(p.relative_to(root)) for p in root.rglob("*") if ".pants.d" not in p.relative_to(root).parts]
     for top in root.iterdir():
-        if top.name != ".pants.d":
-            shutil.rmtree(top) if top.is_dir() and not top.is_symlink() else top.unlink()
+        if top.name == ".pants.d":
+            continue
+        if top.is_dir() and not top.is_symlink():
+            shutil.rmtree(top)
+        else:
+            top.unlink()
     runner._invalidate_for(*removed)  # every path the last test left, as write_files invalidates its own
     configure(runner)
     return runner
