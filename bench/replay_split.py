@@ -134,9 +134,11 @@ def in_process(world: Path, predicate: Callable[[dict], object], bound: str = "o
     return held
 
 
-def boundary(world: Path, sandbox: Path, out: Path, name: str, jail: Optional[ChildJail] = None) -> int:
+def boundary(
+    world: Path, sandbox: Path, out: Path, name: str, children: int, jail: Optional[ChildJail] = None
+) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
-    child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",), jail=jail)
+    child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",), jail=jail, children=children)
     result = parent.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
     (outcome,) = result.properties
     assert outcome.outcome == "pass", outcome
@@ -151,7 +153,7 @@ EXAMPLE = {
 }  # several calls
 
 
-def example(root: Path, count: int, runs: int, site: str) -> None:
+def example(root: Path, count: int, runs: int, site: str, children: int) -> None:
     repo = Path(__file__).resolve().parent.parent
     sandbox, here, world = root / "sandbox", root / "here", root / "world"
     base = json.loads((repo / "fixtures/orders/base.json").read_text())
@@ -191,7 +193,7 @@ def example(root: Path, count: int, runs: int, site: str) -> None:
                 theirs.append(time.perf_counter() - start)
                 start = time.perf_counter()
                 manifest = sample(Catalog((Property(name, bound, f"checks.orders_properties:{name}", "p."),)), 1, 1)
-                child = parent.Child(sandbox, ("orders",), (site,), oracle_names=("checks",))
+                child = parent.Child(sandbox, ("orders",), (site,), oracle_names=("checks",), children=children)
                 result = parent.run(manifest, world, root / f"out-{name}-{run}", suite="s", epoch_id="b", child=child)
                 assert result.properties[0].outcome == "pass" and result.properties[0].records == count, result
                 ours.append(time.perf_counter() - start)
@@ -207,6 +209,9 @@ def main() -> None:
     arguments.add_argument("--records", type=int, default=1_000_000)
     arguments.add_argument("--runs", type=int, default=3)
     arguments.add_argument(
+        "--children", type=int, default=2, help="children serving the product side by side (the replay's cores)"
+    )
+    arguments.add_argument(
         "--jail",
         metavar="BWRAP",
         help="also time the boundary with the child in its own jail, started by this bubblewrap",
@@ -220,7 +225,7 @@ def main() -> None:
     args = arguments.parse_args()
     if args.example:
         with tempfile.TemporaryDirectory() as tmp:
-            example(Path(tmp), args.records, args.runs, args.example)
+            example(Path(tmp), args.records, args.runs, args.example, args.children)
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -249,11 +254,14 @@ def main() -> None:
                 assert in_process(world, getattr(baseline, name)) == args.records
                 theirs.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                assert boundary(world, sandbox, root / f"out-{name}-{run}", name) == args.records
+                assert boundary(world, sandbox, root / f"out-{name}-{run}", name, args.children) == args.records
                 ours.append(time.perf_counter() - start)
                 if jail is not None:
                     start = time.perf_counter()
-                    assert boundary(world, sandbox, root / f"jailed-{name}-{run}", name, jail) == args.records
+                    assert (
+                        boundary(world, sandbox, root / f"jailed-{name}-{run}", name, args.children, jail)
+                        == args.records
+                    )
                     jailed.append(time.perf_counter() - start)
             ratio = statistics.median(theirs) / statistics.median(ours)
             print(

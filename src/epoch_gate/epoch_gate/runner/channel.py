@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from epoch_gate.reasons import Code
-from epoch_gate.runner import protocol
+from epoch_gate.runner import judging, protocol
 from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
 from epoch_gate.runner.confine import ChildJail, Limits, Watch
 
@@ -72,13 +72,15 @@ def _children() -> list[int]:
     return found
 
 
-def kill_orphans() -> None:
-    """Kills and reaps every child of this process (the orphans the replay's child left, reparented
-    here) until none is left; raises ChildFailed if they keep coming."""
+def kill_orphans(spare: Iterable[int] = ()) -> None:
+    """Kills and reaps every child of this process but the `spare` ones (the other children of the replay,
+    still answering): the orphans the replay's children left, reparented here, until none is left; raises
+    ChildFailed if they keep coming."""
     if not os.path.isdir("/proc"):
         return
+    kept = set(spare)
     for _ in range(MAX_ORPHAN_ROUNDS):
-        children = _children()
+        children = [pid for pid in _children() if pid not in kept]
         if not children:
             return
         for pid in children:
@@ -114,9 +116,18 @@ class ChildFailed(Exception):
         self.code, self.detail = code, detail
 
 
+class Fate:
+    """What the replay's children share: the first failure of any of them ends them all, and every later
+    question to any of them gets that failure (nothing a child says after it is evidence)."""
+
+    def __init__(self) -> None:
+        self.failure: Optional[ChildFailed] = None
+        self.alive: set[int] = set()  # the children's pids, until each is reaped
+
+
 class Channel:
-    """One child for the whole replay. `send` queues a batch of calls; `receive` reads the answers to
-    the oldest batch not yet answered."""
+    """One child of the replay, for the whole replay. `send` queues a batch of calls; `receive` reads the
+    answers to the oldest batch not yet answered. Children that share a `Fate` fail together."""
 
     def __init__(
         self,
@@ -125,6 +136,7 @@ class Channel:
         child_path: Iterable[str],
         jail: Optional[ChildJail] = None,
         limits: Limits = Limits(),
+        fate: Optional[Fate] = None,
     ) -> None:
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
@@ -133,8 +145,8 @@ class Channel:
             argv.append(f"--parent={os.getpid()}")
         else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
             argv = jail.argv(argv, sandbox, names, child_path, limits)
-        self._limits, self._late = limits, False
-        self._cpu_before, self._cpu_seconds = _children_cpu_seconds(), 0.0
+        self._limits, self._late, self._fate = limits, False, fate or Fate()
+        self._cpu_seconds = 0.0
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
         self._process = subprocess.Popen(
             argv,
@@ -145,10 +157,10 @@ class Channel:
             start_new_session=True,
             preexec_fn=limits.apply,
         )
+        self._fate.alive.add(self._process.pid)
         self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
         with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
             fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
-        self._failure: Optional[ChildFailed] = None
         self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
         self._broken: Optional[OSError] = None
         self._writer = threading.Thread(target=self._write, daemon=True)
@@ -171,8 +183,10 @@ class Channel:
             pipe.close()
 
     def fail(self, code: Code, detail: str) -> ChildFailed:
-        """Ends the child: after a broken protocol, nothing more it says is evidence."""
-        self._failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
+        """Ends the child, and the replay's other children with it (`_kill_group`): after a broken protocol,
+        nothing more any of them says is evidence."""
+        if self._fate.failure is None:
+            self._fate.failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
         if self._process.returncode is None:  # not reaped: its pid still names its process group
             self._kill_group()
         return ChildFailed(code, detail[:500])
@@ -180,7 +194,7 @@ class Channel:
     def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGKILL)
-        Watch.kill_tree()  # in the child's jail, its processes are in sessions of their own
+        Watch.kill_tree()  # every process below the runner: in a child's jail they are in sessions of their own
 
     def _end(self) -> int:
         """Waits (EXIT_GRACE at most) for the child to exit, then kills its whole process group before
@@ -190,14 +204,23 @@ class Channel:
         subreaper (`guard_parent`); in the child's jail, all of them die with its PID namespace."""
         if self._process.returncode is None:
             self._late = not _exits_within(self._process.pid, EXIT_GRACE)
-            self._kill_group()
+            if self._fate.failure is None:  # its own processes only: the other children may still answer
+                Watch.kill_tree(self._process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._process.pid, signal.SIGKILL)
+            else:
+                self._kill_group()
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
-        self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
-        status = self._process.wait()
-        kill_orphans()  # in the child's jail this reaps its init, and with it the CPU time of its processes
-        self._cpu_seconds = _children_cpu_seconds() - self._cpu_before
+            self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
+            before = _children_cpu_seconds()
+            self._process.wait()
+            self._fate.alive.discard(self._process.pid)
+            # In the child's jail this reaps its init, and with it the CPU time of its processes.
+            kill_orphans(spare=self._fate.alive)
+            self._cpu_seconds = _children_cpu_seconds() - before
+        self._watch.stop_polling()
         self._watch.output_ended()
-        return status
+        return self._process.returncode
 
     def _ended(self, status: int) -> tuple[Code, str]:
         """Why the child ended before its answers: a limit it went over, or an early exit."""
@@ -230,11 +253,11 @@ class Channel:
         return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
 
     def healthy(self) -> bool:
-        return self._failure is None
+        return self._fate.failure is None
 
     def check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
+        if self._fate.failure is not None:
+            raise self._fate.failure
 
     def send(self, scope: int, calls: list[bytes]) -> None:
         self._outbox.put(protocol.calls(scope, calls))
@@ -252,9 +275,13 @@ class Channel:
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
-            return protocol.parse_answers(payload, count)
+            return protocol.parse_answers(payload, count, judging.part, judging.Remote)
         except protocol.ProtocolError as exc:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
+
+    def finish(self) -> None:
+        """Ends the stream of calls: the child exits once it has answered them all."""
+        self._outbox.put(None)
 
     def close(self) -> Optional[ChildFailed]:
         """Ends the stream: the child must exit 0 with nothing more on the channel. Returns why not, unless
@@ -262,9 +289,9 @@ class Channel:
         the child's process group is dead on return (`_end`): the parent's outputs come after."""
         process = self._process
         assert process.stdout is not None
-        self._outbox.put(None)
+        self.finish()
         problem = ""
-        if self._failure is None:
+        if self._fate.failure is None:
             self._writer.join()
             if self._broken is not None:
                 problem = f"the child stopped reading: {self._broken}"
@@ -280,7 +307,7 @@ class Channel:
         self._end()
         process.stdout.close()
         self._pass_on_output()
-        if self._failure is None and self._watch.exceeded:
+        if self._fate.failure is None and self._watch.exceeded:
             return self.fail(Code.REPLAY_FAILED, f"the product went over {self._watch.exceeded}")
         return self.fail(Code.RUNNER_PROTOCOL, problem) if problem else None
 

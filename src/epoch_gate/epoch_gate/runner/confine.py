@@ -171,12 +171,12 @@ class Watch:
         self.kill_tree()
 
     @staticmethod
-    def kill_tree() -> None:
-        """SIGKILLs every process below the runner, again until none is left alive (a fork may race the
-        first round). In the child's jail that includes its first process, whose death ends every process
-        of its PID namespace at once."""
+    def kill_tree(root: Optional[int] = None) -> None:
+        """SIGKILLs every process below `root` (the runner by default), again until none is left alive (a
+        fork may race the first round). In the child's jail that includes its first process, whose death
+        ends every process of its PID namespace at once."""
         for _ in range(KILL_ROUNDS):
-            alive = [pid for pid, _ in _tree(os.getpid()) if _state(pid) not in (b"Z", b"X")]
+            alive = [pid for pid, _ in _tree(os.getpid() if root is None else root) if _state(pid) not in (b"Z", b"X")]
             if not alive:
                 return
             for pid in alive:

@@ -109,57 +109,33 @@ class _Refusing:
 
 
 class Remote(_Refusing):
-    """A value the product returned, or a part of it: data to read, a handle to pass back."""
+    """A value the product returned, or a part of it: data to read, a handle to pass back.
 
-    __slots__ = ("_ref", "_root", "_data", "_why", "_properties", "__dict__")
+    Every JSON object of an answer becomes one as the answer is parsed (`part`), its fields as its own
+    attributes: a field read is Python's own attribute lookup, with no call of ours. `_at` (a slot, which
+    no field can shadow) says where the value is: (scope, handle, class name, why it is not data, its
+    properties) for an answer, None for a part of one, which is found in its record's answers when it is
+    passed back (`_ref`)."""
 
-    def __init__(
-        self, ref: list[object], root: str, data: object, why: str = "", properties: Optional[dict[str, object]] = None
-    ) -> None:
-        self._ref, self._root, self._data, self._why = ref, root, data, why  # root: the answer's class name
-        self._properties = properties  # an answer's own, as they came with it; None: asked for when read
-
-    @property
-    def _type(self) -> str:
-        """What this value is, for messages: the answer's class and the path to this part of it."""
-        return self._root + "".join(
-            f"[{step}]" if type(step) is int else f".{step}" for step in self._ref[2]
-        )  # type: ignore[union-attr]
+    __slots__ = ("_at", "__dict__")
 
     def __repr__(self) -> str:
-        return f"<product {self._type}>"
+        return f"<product {_type(self)}>"
 
-    def __getattr__(self, name: str) -> Any:
-        data = self._data
-        if type(data) is dict and name in data:  # type: ignore[operator]
-            read = self.__dict__
-            if not read:
-                # The first field read: every plain one becomes an attribute, read from then on without a
-                # Python call (the slots, and every dunder, are the type's and win over them).
-                read.update(
-                    {
-                        key: item
-                        for key, item in data.items()  # type: ignore[union-attr]
-                        if type(item) is not dict and type(item) is not list
-                    }
-                )
-            value = data[name]  # type: ignore[index]
-            kind = type(value)
-            if kind is dict or kind is list:  # a part of the answer, wrapped once
-                value = read[name] = _wrap(self._ref, name, self._root, value)
-            return value
+    def __getattr__(self, name: str) -> Any:  # only for a name that is not a field
         if name.startswith("__"):
             raise AttributeError(name)
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:
-        data = self._data
-        if type(data) is not dict or type(key) is not str or key not in data:  # type: ignore[operator]
-            raise NotData(f"{self._type} has no item {key!r}" + (f" ({self._why})" if self._why else ""))
-        return _wrap(self._ref, key, self._root, data[key])  # type: ignore[index]
+        fields = self.__dict__
+        if type(key) is not str or key not in fields:
+            why = self._at[3] if self._at is not None else ""
+            raise NotData(f"{_type(self)} has no item {key!r}" + (f" ({why})" if why else ""))
+        return fields[key]
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        return _call({"h": self._ref}, args, kwargs)
+        return _call({"h": _ref(self)}, args, kwargs)
 
     __add__, __radd__ = _operator("add"), _operator("add", reflected=True)
     __sub__, __rsub__ = _operator("sub"), _operator("sub", reflected=True)
@@ -169,6 +145,93 @@ class Remote(_Refusing):
     __mod__, __rmod__ = _operator("mod"), _operator("mod", reflected=True)
     __pow__, __rpow__ = _operator("pow"), _operator("pow", reflected=True)
     __neg__, __pos__, __abs__ = _operator("neg"), _operator("pos"), _operator("abs")
+
+
+_new = object.__new__
+
+
+def part(fields: dict[str, object]) -> Remote:
+    """json.loads' object_hook for the child's answers: an object becomes a Remote whose attributes are
+    its fields (a list among them a tuple of its parts)."""
+    if list in map(type, fields.values()):
+        for key, value in fields.items():
+            if type(value) is list:
+                fields[key] = _tuple(value)
+    value = _new(Remote)
+    value.__dict__ = fields
+    value._at = None
+    return value
+
+
+def _tuple(items: list[object]) -> tuple[object, ...]:
+    return tuple([_tuple(item) if type(item) is list else item for item in items])  # type: ignore[arg-type]
+
+
+FIELDS = object()  # an answer's data is its fields, not a value of its own
+
+
+def _answer(
+    scope: int, handle: int, type_name: str, fields: Optional[Remote], why: str, own: Optional[Remote], data: object
+) -> Remote:
+    value = fields if fields is not None else _new(Remote)
+    value._at = (scope, handle, type_name, why, own, data)
+    return value
+
+
+def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
+    """Where the child holds a part of an answer of the current run: that answer's home and the path to
+    the part (found by identity, through the answer's fields and its own properties)."""
+    session = Session.current
+    for _, (kind, answer, home) in session.log if session is not None else ():
+        if home is None:
+            continue
+        path = _path_to(value, answer)
+        if path is None and type(answer) is Remote and answer._at is not None:
+            path = _path_to(value, answer._at[4])  # a property's value: the child reads it by name too
+        if path is not None:
+            return home, path
+    return None
+
+
+def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
+    if node is value:
+        return []
+    if type(node) is Remote:
+        items: Any = node.__dict__.items()
+    elif type(node) is tuple:
+        items = enumerate(node)  # type: ignore[arg-type]
+    else:
+        return None
+    for step, item in items:
+        if type(item) is Remote or type(item) is tuple:
+            path = _path_to(value, item)
+            if path is not None:
+                path.insert(0, step)
+                return path
+    return None
+
+
+def _ref(value: Remote) -> list[object]:
+    """Where the child holds the value: [scope, handle, path from the answer]."""
+    at = value._at
+    if at is not None:
+        return [at[0], at[1], []]
+    found = _locate(value)
+    if found is None:
+        raise OracleError("a product value used outside the run of the record it was answered for")
+    (scope, handle, _), path = found
+    return [scope, handle, path]
+
+
+def _type(value: Remote) -> str:
+    """What this value is, for messages: the answer's class and the path to this part of it."""
+    if value._at is not None:
+        return value._at[2]  # type: ignore[no-any-return]
+    found = _locate(value)
+    if found is None:
+        return "product value"
+    (_, _, type_name), path = found
+    return type_name + "".join(f"[{step}]" if type(step) is int else f".{step}" for step in path)
 
 
 class Method(_Refusing):
@@ -182,11 +245,11 @@ class Method(_Refusing):
         self._of, self._name = of, name
 
     def __repr__(self) -> str:
-        return f"<product {self._of._type}.{self._name}>"
+        return f"<product {_type(self._of)}.{self._name}>"
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        ref = self._of._ref
-        return _call({"h": [ref[0], ref[1], [*ref[2], self._name]]}, args, kwargs)  # type: ignore[misc]
+        scope, handle, path = _ref(self._of)
+        return _call({"h": [scope, handle, [*path, self._name]]}, args, kwargs)  # type: ignore[misc]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -197,26 +260,28 @@ class Method(_Refusing):
         return self._value()[key]
 
     def _value(self) -> Any:
-        of = self._of
-        if of._why or of._ref[1] == -1:
+        of, at = self._of, self._of._at
+        if at is not None and (at[3] or at[1] == -1):
             raise self._missing()
-        data = of._properties
-        if data is None:
+        own = at[4] if at is not None else None
+        if own is None:
             session = Session.current
-            key = repr(of._ref)
+            ref = _ref(of)
+            key = repr(ref)
             found = session.properties.get(key) if session is not None else None
             if found is None:
-                found = _call({"p": of._ref}, (), {})
+                found = _call({"p": ref}, (), {})
                 if session is not None:
                     session.properties[key] = found
-            data = found._data if isinstance(found, Remote) else None
-        if type(data) is not dict or self._name not in data:
+            own = found if type(found) is Remote else None
+        if own is None or self._name not in own.__dict__:
             raise self._missing()
-        return _wrap(of._ref, self._name, of._root, data[self._name])
+        return own.__dict__[self._name]
 
     def _missing(self) -> NotData:
-        why = f" ({self._of._why})" if self._of._why else ""
-        return NotData(f"{self._of._type} has no field {self._name}{why}")
+        at = self._of._at
+        why = f" ({at[3]})" if at is not None and at[3] else ""
+        return NotData(f"{_type(self._of)} has no field {self._name}{why}")
 
 
 def _through(name: str) -> Callable[..., Any]:
@@ -318,36 +383,15 @@ def _named(owner: Union[Name, Product], full: str, name: str) -> Name:
 PRODUCT = Product()
 
 
-def _wrap(ref: list[object], step: Union[str, int], root: str, value: object) -> Any:
-    """A part of an answer: a plain scalar as it is, an object as a Remote, a list as a tuple of parts."""
-    kind = type(value)
-    if kind is dict:
-        return Remote([ref[0], ref[1], [*ref[2], step]], root, value)  # type: ignore[misc, arg-type]
-    if kind is list:
-        return _parts([ref[0], ref[1], [*ref[2], step]], root, value)  # type: ignore[misc, arg-type]
-    return value
-
-
-def _parts(ref: list[object], root: str, items: list[object]) -> tuple[object, ...]:
-    scope, handle, path = ref
-    return tuple(
-        [
-            Remote([scope, handle, [*path, index]], root, item)
-            if type(item) is dict  # type: ignore[misc]
-            else item
-            if type(item) is not list
-            else _wrap(ref, index, root, item)
-            for index, item in enumerate(items)
-        ]
-    )
-
-
 def plain(value: Any) -> Any:
     """A product value's data as the parent's own plain values, to compare whole."""
     if isinstance(value, Remote):
-        if value._why:
-            raise NotData(f"{value._type} is not data ({value._why})")
-        return json.loads(json.dumps(value._data))
+        at = value._at
+        if at is not None and at[3]:
+            raise NotData(f"{_type(value)} is not data ({at[3]})")
+        if at is not None and at[5] is not FIELDS:
+            return at[5]
+        return {key: plain(item) for key, item in value.__dict__.items()}
     if isinstance(value, Method):
         return plain(value._value())
     if isinstance(value, tuple):
@@ -367,10 +411,10 @@ def refused(call: Callable[[], object], *names: str) -> bool:
 
 def _encode_ref(value: object) -> object:
     if isinstance(value, Remote):
-        return {REF: value._ref}
+        return {REF: _ref(value)}
     if isinstance(value, Method):
         found = value._value()
-        return {REF: found._ref} if isinstance(found, Remote) else found
+        return {REF: _ref(found)} if isinstance(found, Remote) else found
     if isinstance(value, Name):
         raise OracleError(f"{value!r} passed as an argument: pass what it returns")
     raise TypeError(f"a {type(value).__name__} is not data")
@@ -443,34 +487,34 @@ def _describe(target: dict[str, object]) -> str:
     return "a product value's method" if value[2] else "a product value"  # type: ignore[index]
 
 
-Answer = tuple[str, object]  # ("value", the decoded value) or ("raised" / "unresolved", its arguments)
+Home = tuple[int, int, str]  # where the child holds an answer: scope, handle, its class name
+# ("value", the decoded value, its home: None for a number or text) or ("raised" / "unresolved", its
+# arguments, None)
+Answer = tuple[str, object, Optional[Home]]
 
 
 def decode(scope: int, answer: list[object]) -> Answer:
-    """One answer (its shape already checked by protocol.parse_answers) as the predicate will get it."""
+    """One answer (parsed with `part` as its object hook, its shape checked by protocol.parse_answers) as
+    the predicate will get it: a number or text as it is (handle -1), a list as a tuple of its parts, an
+    object (or a value that crossed as text, such as a Fraction) as a Remote."""
     kind = answer[0]
     if kind == "v":
-        _, handle, type_name, data, properties = answer
-        try:
-            return "value", _top([scope, handle, []], str(type_name), data, properties)
-        except RecursionError:
-            return "value", Remote([scope, handle, []], str(type_name), None, "nested too deeply to read")
+        _, handle, type_name, data, own = answer
+        if handle == -1:
+            return "value", data, None
+        home = (scope, handle, type_name)
+        if type(data) is list:
+            return "value", _tuple(data), home  # type: ignore[arg-type]
+        fields = data if type(data) is Remote else None
+        data = FIELDS if fields is not None else data
+        return "value", _answer(scope, handle, type_name, fields, "", own, data), home  # type: ignore[arg-type]
     if kind == "o":
         _, handle, type_name, why = answer
-        return "value", Remote([scope, handle, []], str(type_name), None, str(why))
+        home = (scope, handle, type_name)
+        return "value", _answer(scope, handle, type_name, None, str(why), None, None), home  # type: ignore[arg-type]
     if kind == "x":
-        return "raised", (tuple(answer[1]), answer[2], answer[3])  # type: ignore[arg-type]
-    return "unresolved", answer[1]
-
-
-def _top(ref: list[object], type_name: str, data: object, properties: dict[str, object]) -> Any:
-    """A call's answer: a number or text as it is (handle -1), a list as a tuple of its parts, anything
-    else (an object, or a value that crossed as text, such as a Fraction) as a Remote."""
-    if ref[1] == -1:
-        return data
-    if type(data) is list:
-        return _parts(ref, type_name, data)
-    return Remote(ref, type_name, data, properties=properties)
+        return "raised", (tuple(answer[1]), answer[2], answer[3]), None  # type: ignore[arg-type]
+    return "unresolved", answer[1], None
 
 
 class Session:
@@ -504,7 +548,7 @@ class Session:
 
     def replay(self) -> Any:
         """The answer to the call at this position, as the product gave it."""
-        sent, (kind, value) = self.log[self.position]
+        sent, (kind, value, _) = self.log[self.position]
         self.position += 1
         if kind == "value":
             return value

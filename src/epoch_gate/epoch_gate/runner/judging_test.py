@@ -1,32 +1,65 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from epoch_gate.runner import judging
+from epoch_gate.runner import judging, protocol
+
+
+def _answer(data: object) -> object:
+    """An answer as the parent reads it off the channel: parsed with `part` as the object hook."""
+    payload = json.dumps([["v", 0, "Totals", data, {}]]).encode()
+    (answer,) = protocol.parse_answers(payload, 1, judging.part, judging.Remote)
+    kind, value, home = judging.decode(1, answer)
+    assert (kind, home) == ("value", (1, 0, "Totals"))
+    return value
 
 
 def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
-    """Plain fields become attributes at the first read; none of them, whatever its name, can stand in
-    for a method or a slot of the value, so the value still refuses to decide anything."""
-    value = judging.Remote(
-        [1, 0, []],
-        "Totals",
+    """Fields are the value's own attributes; none of them, whatever its name, can stand in for a method
+    or a slot of the value, so the value still refuses to decide anything."""
+    value = _answer(
         {
             "total": 5,
             "__eq__": True,
             "__hash__": 0,
             "__class__": "int",
             "__bool__": True,
-            "_ref": [9, 9, []],
+            "__dict__": {},
+            "_at": [9, 9, "Evil", "", None, None],
             "lines": [{"gross": 2}],
             "owner": {"name": "x"},
-        },
+        }
     )
-    assert value.total == 5 and value.total == 5  # the first read fills, the second finds it
-    assert type(value) is judging.Remote and value._ref == [1, 0, []]
+    assert value.total == 5  # type: ignore[attr-defined]
+    assert type(value) is judging.Remote and judging._ref(value) == [1, 0, []]
     for use in (lambda: value == 5, lambda: hash(value), lambda: bool(value), lambda: value < 1, lambda: str(value)):
         with pytest.raises(judging.HandleMisused):
             use()
-    (line,) = value.lines
-    assert isinstance(line, judging.Remote) and line.gross == 2
-    assert isinstance(value.owner, judging.Remote) and value.owner.name == "x"
+    (line,) = value.lines  # type: ignore[attr-defined]
+    assert isinstance(line, judging.Remote) and line.gross == 2  # type: ignore[attr-defined]
+    assert isinstance(value.owner, judging.Remote) and value.owner.name == "x"  # type: ignore[attr-defined]
+    assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None, None]
+
+
+def test_a_list_reads_as_a_tuple_at_every_depth() -> None:
+    value = _answer({"grid": [[1, 2], [{"x": [3]}]]})
+    assert value.grid[0] == (1, 2) and value.grid[1][0].x == (3,)  # type: ignore[attr-defined]
+    assert judging.plain(value) == {"grid": [[1, 2], [{"x": [3]}]]}
+
+
+def test_a_part_passed_back_is_found_where_the_child_holds_it() -> None:
+    """A part knows nothing of where it is until it is passed back: it is found among the run's answers."""
+    session = judging.Session()
+    session.log.append((b"call", ("value", _answer({"lines": [{"gross": 2}, {"gross": 3}]}), (1, 0, "Totals"))))
+    (kind, root, home) = session.log[0][1]
+    judging.Session.current = session
+    try:
+        assert judging._ref(root.lines[1]) == [1, 0, ["lines", 1]]  # type: ignore[attr-defined]
+        assert repr(root.lines[1]) == "<product Totals.lines[1]>"  # type: ignore[attr-defined]
+        stray = _answer({"a": {"b": 1}}).a  # type: ignore[attr-defined]
+        with pytest.raises(judging.OracleError, match="outside the run of the record"):
+            judging._ref(stray)
+    finally:
+        judging.Session.current = None

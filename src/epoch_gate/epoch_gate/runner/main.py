@@ -41,6 +41,12 @@ def _product_setup(text: str) -> str:
     return text
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--world", required=True)
@@ -78,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BWRAP",
         help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.isolation)",
     )
+    parser.add_argument(
+        "--children",
+        type=_positive,
+        default=1,
+        help="children that serve the product side by side, each in its own jail (the cores the replay may use)",
+    )
     defaults = Limits()
     for name, default in vars(defaults).items():
         parser.add_argument(
@@ -96,7 +108,15 @@ def run_replay(args: argparse.Namespace) -> int:
     child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))
     limits = Limits(**{name: getattr(args, f"limit_{name}") for name in vars(Limits())})
     jail = ChildJail(str(Path(args.child_jail).resolve())) if args.child_jail else None
-    child = parent.Child(Path.cwd(), _names(args.sandbox_names), child_path, _names(args.oracle_names), jail, limits)
+    child = parent.Child(
+        Path.cwd(),
+        _names(args.sandbox_names),
+        child_path,
+        _names(args.oracle_names),
+        jail,
+        limits,
+        children=args.children,
+    )
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
         result = parent.run(

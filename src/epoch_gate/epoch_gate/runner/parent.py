@@ -28,7 +28,7 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from epoch_gate.evidence.atomic import replace_file
 from epoch_gate.evidence.catalog import Property
@@ -38,7 +38,7 @@ from epoch_gate.evidence.observations import Observation, make_observation, writ
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging
-from epoch_gate.runner.channel import Channel, ChildFailed, guard_parent
+from epoch_gate.runner.channel import Channel, ChildFailed, Fate, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
@@ -66,6 +66,9 @@ class Child:
     jail: Optional[ChildJail] = None
     limits: Limits = Limits()
     batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
+    # Children that serve the product side by side, each in its own jail (a product slower than its judge
+    # then takes the cores the replay was given); `limits` bound them together.
+    children: int = 1
 
 
 class _Speculation:
@@ -133,8 +136,9 @@ class _BatchRun:
     """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
     again, until every record has its verdict."""
 
-    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int) -> None:
+    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel) -> None:
         self.predicate, self.batch, self.first, self.scope = predicate, batch, first, scope
+        self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
         self.sessions = [judging.Session() for _ in batch]
         self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
         self.waiting: list[int] = list(range(len(batch)))
@@ -185,49 +189,54 @@ class _Scopes:
 
 
 def _judge_batches(
-    channel: Channel, predicate: Predicate, batches: Iterable[Batch], scopes: _Scopes
+    channels: Sequence[Channel], predicate: Predicate, batches: Iterable[Batch], scopes: _Scopes
 ) -> Iterator[_BatchRun]:
-    """Each batch's run once every record has its verdict, in no particular order. Up to IN_FLIGHT
-    batches of calls are with the child at a time; answers come back in the order the batches went."""
+    """Each batch's run once every record has its verdict, in no particular order. Each batch goes to the
+    child with the fewest batches in flight, up to IN_FLIGHT each; answers are read in the order the
+    batches went (each child answers its own in order)."""
     pending: collections.deque[_BatchRun] = collections.deque()
+    in_flight = {id(channel): 0 for channel in channels}
     speculation = _Speculation()
     first = 0
     source = iter(batches)
     exhausted = False
     try:
         while True:
-            while not exhausted and len(pending) < IN_FLIGHT:
+            while not exhausted and len(pending) < IN_FLIGHT * len(channels):
                 batch = next(source, None)
                 if batch is None:
                     exhausted = True
                     break
-                run = _BatchRun(predicate, batch, first, scopes.take())
+                channel = min(channels, key=lambda c: in_flight[id(c)])
+                run = _BatchRun(predicate, batch, first, scopes.take(), channel)
                 first += len(batch)
                 calls = run.start(speculation)
                 if calls:
                     channel.send(run.scope, calls)
                     pending.append(run)
+                    in_flight[id(channel)] += 1
                 else:
                     yield run
             if not pending:
                 return
             run = pending.popleft()
-            run.answer(channel.receive(len(run.waiting)))
+            run.answer(run.channel.receive(len(run.waiting)))
             calls = run.step()
             if calls:
-                channel.send(run.scope, calls)
+                run.channel.send(run.scope, calls)
                 pending.append(run)
             else:
-                channel.drop(run.scope)
+                in_flight[id(run.channel)] -= 1
+                run.channel.drop(run.scope)
                 speculation.learn(run)
                 yield run
     finally:
-        # Stopped early (the predicate failed): the answers still owed are read, so that the channel
-        # stays in step for the next property.
-        while pending and channel.healthy():
+        # Stopped early (the predicate failed): the answers still owed are read, so that the channels
+        # stay in step for the next property.
+        while pending and channels[0].healthy():
             run = pending.popleft()
-            channel.receive(len(run.waiting))
-            channel.drop(run.scope)
+            run.channel.receive(len(run.waiting))
+            run.channel.drop(run.scope)
 
 
 @dataclass(frozen=True)
@@ -257,7 +266,7 @@ def _violations(runs: Iterator[_BatchRun]) -> Iterator[_Violation]:
 
 
 def _scan(
-    channel: Channel, prop: Property, predicate: Predicate, world: LoadedWorld, size: int, scopes: _Scopes
+    channels: Sequence[Channel], prop: Property, predicate: Predicate, world: LoadedWorld, size: int, scopes: _Scopes
 ) -> tuple[int, list[_Violation], list[bool]]:
     """(records judged, the violations in record order, whether each held when judged again)."""
     counted: list[int] = []
@@ -267,14 +276,14 @@ def _scan(
             counted.append(len(batch))
             yield batch
 
-    runs = _judge_batches(channel, predicate, counting(), scopes)
+    runs = _judge_batches(channels, predicate, counting(), scopes)
     with contextlib.closing(runs):
         violations = sorted(_violations(runs), key=lambda v: v.index)
     if not violations:
         return sum(counted), [], []
     again: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
     held: dict[int, bool] = {}
-    reruns = _judge_batches(channel, predicate, (again[i : i + size] for i in range(0, len(again), size)), scopes)
+    reruns = _judge_batches(channels, predicate, (again[i : i + size] for i in range(0, len(again), size)), scopes)
     with contextlib.closing(reruns):
         for run in reruns:
             for offset, verdict in enumerate(run.verdicts):
@@ -330,7 +339,7 @@ Observed = list[tuple[Observation, bytes]]  # (observation, witness): written on
 
 
 def replay_property(
-    channel: Channel,
+    channels: Sequence[Channel],
     prop: Property,
     predicate: Predicate,
     world: LoadedWorld,
@@ -341,8 +350,8 @@ def replay_property(
     scopes: _Scopes,
 ) -> tuple[PropertyOutcome, Observed]:
     try:
-        channel.check()
-        count, violations, reruns = _scan(channel, prop, predicate, world, batch, scopes)
+        channels[0].check()  # a failure of any child is every child's (`Fate`)
+        count, violations, reruns = _scan(channels, prop, predicate, world, batch, scopes)
     except ChildFailed as failed:
         return _error(prop, failed.code, failed.detail), []
     except _OracleFailed as failed:
@@ -433,20 +442,23 @@ def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-def _set_up_product(channel: Channel, scopes: _Scopes, setup: str) -> None:
+def _set_up_product(channels: Sequence[Channel], scopes: _Scopes, setup: str) -> None:
     """The product's own set-up (`module:function`, a framework's: Django's settings and tables), called
-    once in the child before any property, as any product call is. It is product code, so its failure is
+    once in each child before any property, as any product call is. It is product code, so its failure is
     the product's: the replay fails, naming it, and no property is judged."""
     scope = scopes.take()
-    channel.send(scope, [json.dumps([{"m": setup.replace(":", ".")}, [], {}]).encode()])
-    (answer,) = channel.receive(1)
-    channel.drop(scope)
-    if answer[0] == "x":
-        types, message, traceback = answer[1:]
-        raised = f"{types[0]}: {message}" if types else message  # type: ignore[index]
-        raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} raised {raised}\n{traceback}")
-    if answer[0] == "u":
-        raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} does not resolve: {answer[1]}")
+    call = json.dumps([{"m": setup.replace(":", ".")}, [], {}]).encode()
+    for channel in channels:
+        channel.send(scope, [call])
+    for channel in channels:
+        (answer,) = channel.receive(1)
+        channel.drop(scope)
+        if answer[0] == "x":
+            types, message, traceback = answer[1:]
+            raised = f"{types[0]}: {message}" if types else message  # type: ignore[index]
+            raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} raised {raised}\n{traceback}")
+        if answer[0] == "u":
+            raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} does not resolve: {answer[1]}")
 
 
 def run(
@@ -470,24 +482,33 @@ def run(
     close_imports(child.sandbox)
     product_names = set(child.sandbox_names) - set(child.oracle_names)
     guard_parent()
-    channel = Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits)
+    fate = Fate()
+    channels: list[Channel] = []
     scopes = _Scopes()
     try:
+        for _ in range(max(1, child.children)):
+            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate))
         if product_setup:
-            _set_up_product(channel, scopes, product_setup)
+            _set_up_product(channels, scopes, product_setup)
         results = [
             (predicate, [])
             if isinstance(predicate, PropertyOutcome)
-            else replay_property(channel, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes)
+            else replay_property(
+                channels, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes
+            )
             for prop, predicate in zip(manifest.properties, predicates)
         ]
     except BaseException:
-        channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
-        channel.close()
+        for channel in channels:
+            channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
+        for channel in channels:
+            channel.close()
         raise
-    # The child's whole process group is dead from here on (Channel.close): nothing it forked can rewrite
-    # what is written next.
-    ended = channel.close()
+    # Every child's whole process group is dead from here on (Channel.close): nothing they forked can
+    # rewrite what is written next.
+    for channel in channels:
+        channel.finish()
+    ended = next((e for e in [channel.close() for channel in channels] if e is not None), None)
     # Whatever the child planted in the output folder before that is not evidence: start from nothing.
     if out.is_symlink() or out.is_file():
         out.unlink()

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from typing import BinaryIO, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 CALLS, DROP, ANSWERS = b"C", b"D", b"A"
 REF = "\u0000ref"
@@ -81,10 +81,11 @@ def _finite(token: str) -> float:
     return value
 
 
-def loads(payload: bytes) -> object:
-    """JSON as the parent reads what the child says: finite numbers, plain values only."""
+def loads(payload: bytes, object_hook: Optional[Callable[[dict[str, Any]], object]] = None) -> object:
+    """JSON as the parent reads what the child says: finite numbers, plain values only; each object
+    through `object_hook` when one is given."""
     try:
-        return json.loads(payload, parse_constant=_refuse_constant, parse_float=_finite)
+        return json.loads(payload, parse_constant=_refuse_constant, parse_float=_finite, object_hook=object_hook)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"a payload that is not JSON ({type(exc).__name__})") from None
 
@@ -93,9 +94,12 @@ def _is_int(value: object) -> bool:
     return type(value) is int and value >= -1
 
 
-def parse_answers(payload: bytes, count: int) -> list[list[object]]:
-    """The child's answers to a batch of `count` calls, each checked for its shape, nothing more."""
-    answers = loads(payload)
+def parse_answers(
+    payload: bytes, count: int, object_hook: Optional[Callable[[dict[str, Any]], object]] = None, mapping: type = dict
+) -> list[list[object]]:
+    """The child's answers to a batch of `count` calls, each checked for its shape, nothing more. Its
+    objects go through `object_hook`, which makes each a `mapping`."""
+    answers = loads(payload, object_hook)
     if type(answers) is not list:
         raise ProtocolError("answers that are not a list")
     if len(answers) != count:
@@ -109,8 +113,8 @@ def parse_answers(payload: bytes, count: int) -> list[list[object]]:
                 len(rest) == 4
                 and _is_int(rest[0])
                 and type(rest[1]) is str
-                and type(rest[3]) is dict
-                and (rest[0] != -1 or type(rest[2]) not in (dict, list))
+                and type(rest[3]) is mapping
+                and (rest[0] != -1 or (type(rest[2]) is not mapping and type(rest[2]) is not list))
             )  # a value without a handle is a scalar
         elif kind == "o":
             ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
