@@ -151,6 +151,7 @@ EXAMPLE = {
     "payments": ("refund_le_captured",),
     "money": ("money_add_commutative",),
 }  # several calls
+SINGLE_CALL = ("tax_is_half_even_rounded", "discount_never_exceeds_subtotal")
 
 
 def example(root: Path, count: int, runs: int, site: str, children: int) -> None:

@@ -385,6 +385,7 @@ async def _replay_process(
             "--oracle-names",
             ",".join(sources.oracle),
             *(f"--child-path={path}" for path in requirement_paths),
+            "--children={pants_concurrency}",  # the cores Pants gives it, up to `concurrency_available`
             *jail.child_arguments(options.child_limits),
         ],
         dict(HERMETIC_ENV),
@@ -399,6 +400,7 @@ async def _replay_process(
         f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
         level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         timeout_seconds=options.timeout,
+        concurrency_available=max(1, options.children),
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     )

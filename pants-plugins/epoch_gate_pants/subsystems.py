@@ -211,6 +211,19 @@ class SampledPropertiesSubsystem(Subsystem):
             """
         ),
     )
+    children = IntOption(
+        default=2,
+        help=help_text(
+            """
+            Children that run the product's code side by side in a replay, each in a jail of its own, while
+            the judges run in the replay's own process; each batch of records goes to the child with the
+            fewest in flight. The replay asks Pants for this many cores and starts one child per core it is
+            given (at least one), so it takes no more than its share beside other processes. The limits
+            below bound the children together. It changes no verdict: every record is judged on its own,
+            and a replay cached with one count serves any other.
+            """
+        ),
+    )
     child_memory_bytes = IntOption(
         default=_LIMITS.memory,
         advanced=True,

@@ -259,8 +259,8 @@ class Channel:
         if self._fate.failure is not None:
             raise self._fate.failure
 
-    def send(self, scope: int, calls: list[bytes]) -> None:
-        self._outbox.put(protocol.calls(scope, calls))
+    def send(self, scope: int, calls: list[bytes], own: bool = True) -> None:
+        self._outbox.put(protocol.calls(scope, calls, own))
 
     def drop(self, scope: int) -> None:
         self._outbox.put(protocol.drop(scope))

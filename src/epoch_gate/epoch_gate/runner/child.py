@@ -61,6 +61,7 @@ class Server:
         self.scopes: dict[int, list[object]] = {}
         self.names: dict[str, object] = {}
         self.unresolved = ""  # why the call being read has an argument that names nothing
+        self.own = True  # the batch's answers carry their own properties
 
     def _named(self, name: str) -> object:
         found = self.names.get(name)
@@ -170,7 +171,7 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return _raised(exc)
         try:
-            text, own = data.encode(result)
+            text, own = data.encode(result, self.own)
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
@@ -203,7 +204,8 @@ class Server:
             if kind != protocol.CALLS:
                 raise protocol.ProtocolError(f"unknown request kind {kind!r}")
             head, *lines = payload.split(b"\n")
-            scope = int(head)
+            scope, own = map(int, head.split(b" "))
+            self.own = own == 1
             write(protocol.frame(protocol.ANSWERS, self.answers(scope, self.read_calls(lines)).encode()))
             flush()
 

@@ -39,7 +39,7 @@ def sandbox(tmp_path: Path, predicates: str, product: str = "", records: int = 2
 
 
 def replayed(world: Path, *props: Property) -> dict[str, PropertyOutcome]:
-    child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8)
+    child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8, children=2)
     result = replay.run(
         sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1", child=child
     )
@@ -200,6 +200,42 @@ def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: P
     assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
 
 
+def test_an_answers_own_properties_stop_crossing_until_a_record_reads_one(tmp_path: Path) -> None:
+    """Batches whose predicates read no property of their answers ask for none; a record that then reads
+    one gets it from the child all the same, and later batches ask for them again. Each child counts the
+    properties it computed in a file of its own (its pid): fewer than one per record."""
+    world = sandbox(
+        tmp_path,
+        """
+        def positive(record, product):
+            t = product.split_app.Totals(record["amount"])
+            if record["id"] in (13, 36):
+                return t.cents == 100 * t.minor
+            return t.minor >= 0
+    """,
+        """
+        import os
+        from dataclasses import dataclass
+        @dataclass(frozen=True)
+        class Totals:
+            minor: int
+            @property
+            def cents(self):
+                with open(f"../cents-{os.getpid()}", "a") as counted:
+                    counted.write("x")
+                return 100 * self.minor
+    """,
+        records=40,
+    )
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure) == ("fail", 40, 1, 7)
+    computed = sum(len(path.read_text()) for path in tmp_path.glob("cents-*"))
+    # Batches of 8 in turn to two children, two in flight each: batches 1-4 (records 1-32) go before any is
+    # judged, and ask; batch 5 (records 33-40) goes once batch 1 is judged, which read none, so it does
+    # not ask, and record 36 asks the child for its own; record 7's rerun asks again.
+    assert computed == 32 + 1 + 1, computed
+
+
 @pytest.mark.parametrize(
     "use, says",
     [
@@ -294,10 +330,11 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
     )
     outcomes = replayed(world, prop("positive"), prop("exact", "exact"))
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)  # the lie, judged
-    # `exact` is sampled first. Its first batch (records 1-8) imported the product, so the child answered
-    # that batch honestly: record 7's bug is found, and its rerun, answered 5, holds (a flake). Every later
-    # answer is 5, which is wrong for records 9-20.
-    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 12)
+    # `exact` is sampled first. The two children take the batches in turn, and each one's first batch
+    # (records 1-8, records 9-16) imported the product, so it answered that batch honestly: record 7's bug
+    # is found, and its rerun, answered 5, holds (a flake). Every later answer is 5, which is wrong for
+    # records 17-20.
+    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 4)
 
 
 def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None:

@@ -153,11 +153,13 @@ def _own_names(value: object) -> tuple[str, ...]:
     return names
 
 
-def encode(value: object) -> tuple[str, str]:
+def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
-    with their fields only: their properties when a predicate reads one). Raises NotData, or what the
-    product's own properties raise."""
+    with their fields only: their properties when a predicate reads one), or `null` when not asked for.
+    Raises NotData, or what the product's own properties raise."""
     text = _checked(value)
+    if not own_properties:
+        return text, "null"
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"

@@ -25,6 +25,7 @@ differs on a rerun is a `predicate-error`).
 from __future__ import annotations
 
 import json
+import marshal
 import operator
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
@@ -263,9 +264,11 @@ class Method(_Refusing):
         of, at = self._of, self._of._at
         if at is not None and (at[3] or at[1] == -1):
             raise self._missing()
+        session = Session.current
+        if at is not None and session is not None:
+            session.read_own = True  # the property's later batches ask for the answers' own properties again
         own = at[4] if at is not None else None
-        if own is None:
-            session = Session.current
+        if own is None:  # a part's properties, or an answer's that its batch did not ask for
             ref = _ref(of)
             key = repr(ref)
             found = session.properties.get(key) if session is not None else None
@@ -523,7 +526,7 @@ class Session:
     before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending", "speculative", "properties", "ahead")
+    __slots__ = ("log", "position", "pending", "speculative", "properties", "ahead", "read_own")
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
@@ -531,17 +534,22 @@ class Session:
         self.pending: Optional[bytes] = None
         self.speculative = False
         self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
-        self.ahead: Optional[tuple[str, bytes]] = None  # the call sent ahead: (its callable, the record's bytes)
+        self.read_own = False  # whether the predicate read a property of an answer (not of a part)
+        # The call sent ahead: its callable, the record's bytes and, when the record was parsed before its
+        # run, that value's marshal (a cheaper check than encoding it again as JSON).
+        self.ahead: Optional[tuple[str, bytes, Optional[bytes]]] = None
 
     def sent_ahead(self, target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bool:
-        """Whether this call is the one sent ahead, exactly: that callable on one argument that encodes to
-        the record's bytes (checked without encoding the whole call, as `call` would)."""
+        """Whether this call is the one sent ahead, exactly: that callable on one argument that is the record
+        as it was sent (checked without encoding the whole call, as `call` would)."""
         ahead = self.ahead
         if ahead is None or self.position != 0 or not self.speculative or not self.log or kwargs or len(args) != 1:
             return False
         if target.get("m") != ahead[0]:
             return False
         try:
+            if ahead[2] is not None:  # equal marshal bytes (version 2: no references) are an equal value, typed
+                return marshal.dumps(args[0], 2) == ahead[2]
             return _dump(args[0]) == ahead[1]
         except (TypeError, ValueError, RecursionError):
             return False  # the full encoding says why

@@ -22,7 +22,9 @@ import dataclasses
 import gc
 import importlib
 import inspect
+import itertools
 import json
+import marshal
 import shutil
 import sys
 import types
@@ -80,6 +82,9 @@ class _Speculation:
         self.head: Optional[bytes] = None  # the call's target, encoded
         self.name = ""  # the callable it names
         self.off = False
+        # Whether answers carry their own properties: not once a batch's predicates read none (computing
+        # them is product code nobody asked for); a record that then reads one asks for it.
+        self.own = True
 
     def calls(self, batch: Batch) -> Optional[list[bytes]]:
         if self.off or self.head is None:
@@ -88,6 +93,7 @@ class _Speculation:
         return [head + raw + b"],{}]" for _, raw in batch]
 
     def learn(self, run: _BatchRun) -> None:
+        self.own = any(session.read_own for session in run.sessions)
         if self.head is not None and all(session.speculative for session in run.sessions):
             return  # every record's first call was the one sent ahead (or it made none)
         for (_, raw), session in zip(run.batch, run.sessions):
@@ -136,9 +142,12 @@ class _BatchRun:
     """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
     again, until every record has its verdict."""
 
-    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel) -> None:
+    def __init__(
+        self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel, own: bool
+    ) -> None:
         self.predicate, self.batch, self.first, self.scope = predicate, batch, first, scope
         self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
+        self.own = own  # whether its answers carry their own properties
         self.sessions = [judging.Session() for _ in batch]
         self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
         self.waiting: list[int] = list(range(len(batch)))
@@ -149,8 +158,10 @@ class _BatchRun:
         calls = speculation.calls(self.batch)
         if calls is None:
             return self.step()
-        for session, call, (_, raw) in zip(self.sessions, calls, self.batch):
-            session.pending, session.speculative, session.ahead = call, True, (speculation.name, raw)
+        parsed = self.parsed or [judging.UNPARSED] * len(calls)
+        for session, call, (_, raw), record in zip(self.sessions, calls, self.batch, parsed):
+            pristine = None if record is judging.UNPARSED else marshal.dumps(record, 2)
+            session.pending, session.speculative, session.ahead = call, True, (speculation.name, raw, pristine)
         return calls
 
     def step(self) -> list[bytes]:
@@ -191,11 +202,11 @@ class _Scopes:
 def _judge_batches(
     channels: Sequence[Channel], predicate: Predicate, batches: Iterable[Batch], scopes: _Scopes
 ) -> Iterator[_BatchRun]:
-    """Each batch's run once every record has its verdict, in no particular order. Each batch goes to the
-    child with the fewest batches in flight, up to IN_FLIGHT each; answers are read in the order the
-    batches went (each child answers its own in order)."""
+    """Each batch's run once every record has its verdict, in no particular order. The batches go to the
+    children in turn (the same child for the same batch, whatever the timing), up to IN_FLIGHT each at a
+    time; answers are read in the order the batches went, which is the order each child answers its own."""
     pending: collections.deque[_BatchRun] = collections.deque()
-    in_flight = {id(channel): 0 for channel in channels}
+    turn = itertools.cycle(channels)
     speculation = _Speculation()
     first = 0
     source = iter(batches)
@@ -207,14 +218,12 @@ def _judge_batches(
                 if batch is None:
                     exhausted = True
                     break
-                channel = min(channels, key=lambda c: in_flight[id(c)])
-                run = _BatchRun(predicate, batch, first, scopes.take(), channel)
+                run = _BatchRun(predicate, batch, first, scopes.take(), next(turn), speculation.own)
                 first += len(batch)
                 calls = run.start(speculation)
                 if calls:
-                    channel.send(run.scope, calls)
+                    run.channel.send(run.scope, calls, run.own)
                     pending.append(run)
-                    in_flight[id(channel)] += 1
                 else:
                     yield run
             if not pending:
@@ -223,10 +232,9 @@ def _judge_batches(
             run.answer(run.channel.receive(len(run.waiting)))
             calls = run.step()
             if calls:
-                run.channel.send(run.scope, calls)
+                run.channel.send(run.scope, calls, run.own)
                 pending.append(run)
             else:
-                in_flight[id(run.channel)] -= 1
                 run.channel.drop(run.scope)
                 speculation.learn(run)
                 yield run
@@ -245,6 +253,7 @@ class _Violation:
     line: int
     witness: bytes
     detail: str
+    child: int  # which child answered for it: it is judged again there
 
 
 class _OracleFailed(Exception):
@@ -253,7 +262,7 @@ class _OracleFailed(Exception):
         self.code, self.detail = Code(verdict.error), f"record {index}: {verdict.detail}"
 
 
-def _violations(runs: Iterator[_BatchRun]) -> Iterator[_Violation]:
+def _violations(runs: Iterator[_BatchRun], channels: Sequence[Channel]) -> Iterator[_Violation]:
     for run in runs:
         if run.verdicts.count(judging.HELD) == len(run.verdicts):  # by identity first: the common case
             continue
@@ -262,7 +271,7 @@ def _violations(runs: Iterator[_BatchRun]) -> Iterator[_Violation]:
             if verdict.error:
                 raise _OracleFailed(verdict, run.first + offset)
             if not verdict.held:
-                yield _Violation(run.first + offset, line, witness, verdict.detail)
+                yield _Violation(run.first + offset, line, witness, verdict.detail, channels.index(run.channel))
 
 
 def _scan(
@@ -278,19 +287,22 @@ def _scan(
 
     runs = _judge_batches(channels, predicate, counting(), scopes)
     with contextlib.closing(runs):
-        violations = sorted(_violations(runs), key=lambda v: v.index)
+        violations = sorted(_violations(runs, channels), key=lambda v: v.index)
     if not violations:
         return sum(counted), [], []
-    again: Batch = [(v.line, v.witness) for v in violations]  # the parent's own copy of the bytes
     held: dict[int, bool] = {}
-    reruns = _judge_batches(channels, predicate, (again[i : i + size] for i in range(0, len(again), size)), scopes)
-    with contextlib.closing(reruns):
-        for run in reruns:
-            for offset, verdict in enumerate(run.verdicts):
-                assert verdict is not None
-                if verdict.error:
-                    raise _OracleFailed(verdict, violations[run.first + offset].index)
-                held[run.first + offset] = verdict.held
+    for child, channel in enumerate(channels):  # each violation again in the child that answered for it
+        again = [(n, v) for n, v in enumerate(violations) if v.child == child]
+        batches = ([(v.line, v.witness) for _, v in again[i : i + size]] for i in range(0, len(again), size))
+        reruns = _judge_batches([channel], predicate, batches, scopes)  # the parent's own copy of the bytes
+        with contextlib.closing(reruns):
+            for run in reruns:
+                for offset, verdict in enumerate(run.verdicts):
+                    assert verdict is not None
+                    number = again[run.first + offset][0]
+                    if verdict.error:
+                        raise _OracleFailed(verdict, violations[number].index)
+                    held[number] = verdict.held
     return sum(counted), violations, [held[i] for i in range(len(violations))]
 
 

@@ -99,7 +99,9 @@ def run(world: Path, out: Path, *names: str, product_setup: str = "") -> ReplayR
 
 def child(world: Path) -> replay.Child:
     """The sandbox beside the world: the predicates (the oracle) and the product, `replay_app`."""
-    return replay.Child(world.parent / "preds", ("replay_app",), oracle_names=("replay_preds", "mask_preds"))
+    return replay.Child(
+        world.parent / "preds", ("replay_app",), oracle_names=("replay_preds", "mask_preds"), batch=4, children=2
+    )
 
 
 def test_pass_fail_flake_error(world: Path, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 The child is a server of product callables: it answers calls, and only with data. Frames, both ways: a
 kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
-  parent -> child  C  scope, then each call: lines of JSON (JSON text never holds a raw newline)
+  parent -> child  C  "scope own", then each call: lines of JSON (JSON text never holds a raw newline);
+                      own 0: the answers come without their own properties (`null`), which no
+                      predicate of the property read on the records before
                    D  scope                   the scope's handles can go
   child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
@@ -12,8 +14,8 @@ An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope
 An answer is one of
   ["v", handle, type, data, properties]
                               the product returned; `data` is its value as data (epoch_gate.runner.data)
-                              and `properties` an object's public properties ({} otherwise); handle -1:
-                              a number, text or None, which is its own value
+                              and `properties` an object's public properties ({} otherwise; null when the
+                              batch asked for none); handle -1: a number, text or None, its own value
   ["o", handle, type, why]    the product returned something that is not data (a handle only)
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
@@ -61,9 +63,10 @@ def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes
     return kind, payload
 
 
-def calls(scope: int, encoded: list[bytes]) -> bytes:
-    """A batch of calls, each already encoded as JSON by the parent."""
-    return frame(CALLS, b"%d\n%s" % (scope, b"\n".join(encoded)))
+def calls(scope: int, encoded: list[bytes], own: bool = True) -> bytes:
+    """A batch of calls, each already encoded as JSON by the parent; `own`: the answers carry their own
+    properties."""
+    return frame(CALLS, b"%d %d\n%s" % (scope, own, b"\n".join(encoded)))
 
 
 def drop(scope: int) -> bytes:
@@ -113,7 +116,7 @@ def parse_answers(
                 len(rest) == 4
                 and _is_int(rest[0])
                 and type(rest[1]) is str
-                and type(rest[3]) is mapping
+                and (type(rest[3]) is mapping or rest[3] is None)
                 and (rest[0] != -1 or (type(rest[2]) is not mapping and type(rest[2]) is not list))
             )  # a value without a handle is a scalar
         elif kind == "o":
