@@ -1,9 +1,10 @@
 """Benchmark of the replay's data boundary (the predicate in the parent, the product in a child that answers
 each call with data) against an in-process loop that calls the product and checks its objects directly,
 as a predicate did before the boundary. Same properties, same world.
-Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 3] [--example SITE]`.
-Prints medians (min-max) of interleaved runs and the throughput ratio boundary / in-process (goal >= 0.8
-for single-call properties).
+Run: `PYTHONPATH=src/epoch_gate python3.9 bench/replay_split.py [--records 1000000] [--runs 3] [--example SITE]
+[--children 2]`. Prints medians (min-max) of interleaved runs and the throughput ratio boundary / in-process
+(goal >= 0.8 for single-call properties). `--children` is the replay's default (`[property-replay].children`):
+the in-process loop runs on one core, the boundary on as many as the judges and the children can use.
 
 Two workloads: a synthetic product that does almost nothing per record (4 us: the boundary's own cost,
 worst case), and with `--example` the example's own orders product, world (its generator, scaled) and

@@ -385,7 +385,8 @@ async def _replay_process(
             "--oracle-names",
             ",".join(sources.oracle),
             *(f"--child-path={path}" for path in requirement_paths),
-            "--children={pants_concurrency}",  # the cores Pants gives it, up to `concurrency_available`
+            f"--children={max(1, options.children)}",  # in the argv, so in the cache key: a product that
+            # keeps state across records may answer otherwise with another count, never with another load
             *jail.child_arguments(options.child_limits),
         ],
         dict(HERMETIC_ENV),

@@ -216,11 +216,12 @@ class SampledPropertiesSubsystem(Subsystem):
         help=help_text(
             """
             Children that run the product's code side by side in a replay, each in a jail of its own, while
-            the judges run in the replay's own process; each batch of records goes to the child with the
-            fewest in flight. The replay asks Pants for this many cores and starts one child per core it is
-            given (at least one), so it takes no more than its share beside other processes. The limits
-            below bound the children together. It changes no verdict: every record is judged on its own,
-            and a replay cached with one count serves any other.
+            the judges run in the replay's own process: the batches of records go to them in turn, and a
+            violated record is judged again by the child that answered it. The replay tells Pants it uses
+            this many cores, and the limits below bound the children together. A product whose answers
+            depend on state kept across records (a cache that flakes once per process, say) may answer
+            otherwise with another count, so the count is part of the replay's cache key; 1 runs the
+            product in one child.
             """
         ),
     )

@@ -123,6 +123,12 @@ class Fate:
     def __init__(self) -> None:
         self.failure: Optional[ChildFailed] = None
         self.alive: set[int] = set()  # the children's pids, until each is reaped
+        self.watches: list[Watch] = []
+
+    def exceeded(self) -> Optional[str]:
+        """The first limit any child's watch saw exceeded: its kill ended every child, so it is why each
+        of them ended."""
+        return next((watch.exceeded for watch in self.watches if watch.exceeded), None)
 
 
 class Channel:
@@ -159,6 +165,7 @@ class Channel:
         )
         self._fate.alive.add(self._process.pid)
         self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
+        self._fate.watches.append(self._watch)
         with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
             fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
@@ -226,7 +233,7 @@ class Channel:
         """Why the child ended before its answers: a limit it went over, or an early exit."""
         # bubblewrap exits 128 + n when the process it started was killed by signal n
         signal_number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
-        limit = self._watch.exceeded
+        limit = self._fate.exceeded()
         # A limit the kernel enforces is named only on the parent's own evidence, the CPU time the child's
         # processes used; the exit status alone is the product's to choose.
         if (
@@ -307,8 +314,9 @@ class Channel:
         self._end()
         process.stdout.close()
         self._pass_on_output()
-        if self._fate.failure is None and self._watch.exceeded:
-            return self.fail(Code.REPLAY_FAILED, f"the product went over {self._watch.exceeded}")
+        exceeded = self._fate.exceeded()
+        if self._fate.failure is None and exceeded:
+            return self.fail(Code.REPLAY_FAILED, f"the product went over {exceeded}")
         return self.fail(Code.RUNNER_PROTOCOL, problem) if problem else None
 
     def _pass_on_output(self) -> None:

@@ -1,5 +1,6 @@
 """The replay runner's parent: judges each sampled property over every record of its bound, with the
-product's code in a child process it never shares (`epoch_gate.runner.child`).
+product's code in child processes it never shares (`epoch_gate.runner.child`; `Child.children` of them,
+side by side, which take the batches in turn).
 
 The parent reads the world and imports the predicates (oracle code, from the sandbox under the oracle's
 names only) before it starts the child; then the sandbox leaves its import path (`close_imports`). Each
