@@ -401,7 +401,6 @@ async def _replay_process(
         f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
         level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         timeout_seconds=options.timeout,
-        concurrency_available=max(1, options.children),
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
         remote_cache_speculation_delay_millis=options.speculation_delay_millis,
     )

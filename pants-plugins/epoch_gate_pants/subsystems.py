@@ -217,8 +217,10 @@ class SampledPropertiesSubsystem(Subsystem):
             """
             Children that run the product's code side by side in a replay, each in a jail of its own, while
             the judges run in the replay's own process: the batches of records go to them in turn, and a
-            violated record is judged again by the child that answered it. The replay tells Pants it uses
-            this many cores, and the limits below bound the children together. A product whose answers
+            violated record is judged again by the child that answered it. The count is fixed, not Pants'
+            share of the cores (which the load would change), so a replay is one process to Pants'
+            scheduler. The limits below bound each child (memory and processes: all of them together). A
+            product whose answers
             depend on state kept across records (a cache that flakes once per process, say) may answer
             otherwise with another count, so the count is part of the replay's cache key; 1 runs the
             product in one child.

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 from epoch_gate.reasons import Code
 from epoch_gate.runner import judging, protocol
@@ -108,6 +108,19 @@ def _children_cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
+    """Ends every child: each gets its end of stream, then all are reaped with everything they started
+    (the last one's sweep spares nothing) before any pipe is read for bytes after the last answer, so no
+    process still alive can hold the parent on a pipe. Returns the first reason a child did not end as it
+    should, unless an earlier failure already ended them. Every child's process group is dead on return:
+    the parent's outputs come after."""
+    for channel in channels:
+        channel.finish()
+    settled = [channel._settle() for channel in channels]
+    ended = [channel._conclude(problem, status) for channel, (problem, status) in zip(channels, settled)]
+    return next((failed for failed in ended if failed is not None), None)
+
+
 class ChildFailed(Exception):
     """The child could not answer: its reason code and why."""
 
@@ -190,12 +203,14 @@ class Channel:
             pipe.close()
 
     def fail(self, code: Code, detail: str) -> ChildFailed:
-        """Ends the child, and the replay's other children with it (`_kill_group`): after a broken protocol,
-        nothing more any of them says is evidence."""
+        """Ends the child, and the replay's other children with it (every process below the runner): after
+        a broken protocol, nothing more any of them says is evidence."""
         if self._fate.failure is None:
             self._fate.failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
         if self._process.returncode is None:  # not reaped: its pid still names its process group
             self._kill_group()
+        else:
+            Watch.kill_tree()
         return ChildFailed(code, detail[:500])
 
     def _kill_group(self) -> None:
@@ -278,40 +293,54 @@ class Channel:
         try:
             got = protocol.read_frame(self._process.stdout, ANSWERS_CAP)  # type: ignore[arg-type]
             if got is None:  # its end, not the broken pipe the writer may also have met, is the cause
-                raise self.fail(*self._ended(self._end()))
+                try:
+                    status = self._end()
+                except ChildFailed as failed:  # what it left behind would not end
+                    raise self.fail(failed.code, failed.detail) from None
+                raise self.fail(*self._ended(status))
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
             return protocol.parse_answers(payload, count, judging.part, judging.Remote)
+        except ChildFailed:
+            raise
         except protocol.ProtocolError as exc:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the child sent, reading it never ends the runner
+            raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {type(exc).__name__}") from None
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""
         self._outbox.put(None)
 
-    def close(self) -> Optional[ChildFailed]:
-        """Ends the stream: the child must exit 0 with nothing more on the channel. Returns why not, unless
-        an earlier failure already ended it (the properties it left unevaluated carry that one). Either way
-        the child's process group is dead on return (`_end`): the parent's outputs come after."""
+    def _settle(self) -> tuple[str, int]:
+        """Waits for the child to exit (it has its end of stream), then kills and reaps its process group and
+        what it left behind (`_end`): (why it did not end as it should, as far as known, its exit status)."""
+        problem, status = "", 0
+        try:
+            if self._fate.failure is None:
+                self._writer.join()
+                if self._broken is not None:
+                    problem = f"the child stopped reading: {self._broken}"
+                status = self._end()
+            self._end()
+        except ChildFailed as failed:  # what it left behind would not end
+            return failed.detail, status
+        return problem, status
+
+    def _conclude(self, problem: str, status: int) -> Optional[ChildFailed]:
+        """Once every child is reaped: the child must have exited 0 in time with nothing more on the channel.
+        Returns why not, unless an earlier failure already ended it (the properties it left unevaluated
+        carry that one)."""
         process = self._process
         assert process.stdout is not None
-        self.finish()
-        problem = ""
         if self._fate.failure is None:
-            self._writer.join()
-            if self._broken is not None:
-                problem = f"the child stopped reading: {self._broken}"
-            # Everything the child started is dead before the rest of the channel is read: a process it
-            # left behind holding the pipe open cannot hold the parent here.
-            status = self._end()
             if process.stdout.read(1):
                 problem = "the child wrote more than its answers on the protocol channel"
             if self._late and not problem:
                 problem = f"the child did not exit within {EXIT_GRACE:g} s of its last answer"
             if status and not problem:
                 problem = f"the child exited {status} after its answers"
-        self._end()
         process.stdout.close()
         self._pass_on_output()
         exceeded = self._fate.exceeded()

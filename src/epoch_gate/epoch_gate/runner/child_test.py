@@ -684,3 +684,95 @@ def test_each_answer_is_the_value_as_its_call_returned_it(tmp_path: Path) -> Non
     )
     outcome = replayed(world, prop("echoed", "echoed"))["echoed"]
     assert (outcome.outcome, outcome.records) == ("pass", 20), outcome
+
+
+def test_an_answer_of_an_unknown_kind_is_the_childs_broken_protocol(tmp_path: Path) -> None:
+    """A kind that is an object (which the parent's parser makes a product value) is refused by its type,
+    never compared: the property is `runner-protocol`, and the runner still writes its summary."""
+    world = sandbox(
+        tmp_path,
+        POSITIVE,
+        """
+        from epoch_gate.runner import child
+        child.Server.answers = lambda self, scope, calls: "[" + ",".join(["[{}]"] * len(calls)) + "]"
+        def amount(record):
+            return record["amount"]
+    """,
+    )
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "runner-protocol"), outcome.detail
+    assert outcome.detail == "the child broke the protocol: an answer of an unknown kind"
+
+
+def test_a_deeply_nested_answer_is_read_without_recursion(tmp_path: Path) -> None:
+    world = sandbox(
+        tmp_path,
+        """
+        def positive(record, product):
+            deep = product.split_app.deep(record)
+            for _ in range(600):
+                (deep,) = deep
+            return deep == () and product.split_app.amount(record) >= 0
+    """,
+        """
+        def deep(record):
+            value = []
+            for _ in range(600):
+                value = [value]
+            return value
+        def amount(record):
+            return record["amount"]
+    """,
+    )
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
+
+
+def test_a_property_that_raises_never_changes_what_the_answer_is(tmp_path: Path) -> None:
+    """Whether a batch's answers carry their own properties (the first batches do, later ones not) must
+    not change a verdict: a property that raises, or is not data, simply does not cross."""
+    world = sandbox(
+        tmp_path,
+        """
+        def positive(record, product):
+            t = product.split_app.Totals(record["amount"])
+            if record["id"] == 30:
+                return product.split_app.refused(t.broken)
+            return t.minor >= 0
+    """,
+        """
+        from dataclasses import dataclass
+        @dataclass(frozen=True)
+        class Totals:
+            minor: int
+            @property
+            def broken(self):
+                raise LookupError("never")
+            @property
+            def stamp(self):
+                return object()
+        def refused(value):
+            return False
+    """,
+        records=40,
+    )
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 2, 7), outcome.detail
+
+
+def test_a_predicate_whose_message_holds_a_product_value_is_the_oracles_error(tmp_path: Path) -> None:
+    world = sandbox(
+        tmp_path,
+        """
+        def positive(record, product):
+            t = product.split_app.wrap(record)
+            assert t.amount < 0, t
+            return True
+    """,
+        "def wrap(record):\n    return {'amount': record['amount']}\n",
+    )
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
+    assert outcome.detail.startswith(
+        "record 1: the predicate raised AssertionError: (its message could not be shown: HandleMisused)"
+    ), outcome.detail

@@ -5,6 +5,7 @@ the moment it goes over one."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import resource
 import signal
@@ -75,12 +76,9 @@ class ChildJail:
     bwrap: str
 
     def sizes_tmpfs(self) -> bool:
-        """Whether this bubblewrap can bound a tmpfs (`--size`, 0.7 and later): else /tmp is read-only."""
-        try:
-            said = subprocess.run([self.bwrap, "--help"], capture_output=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return False
-        return b"--size" in said
+        """Whether this bubblewrap can bound a tmpfs (`--size`, 0.7 and later): else /tmp is read-only.
+        Asked once per runner, so that every child of a replay gets the same /tmp."""
+        return _sizes_tmpfs(self.bwrap)
 
     def argv(
         self, command: list[str], sandbox: Path, product_names: Iterable[str], child_path: Iterable[str], limits: Limits
@@ -95,6 +93,15 @@ class ChildJail:
         read_only = [runner, *product, *child_path, *clock]
         tmp = limits.memory if self.sizes_tmpfs() else None
         return [self.bwrap, *child_jail_arguments(interpreter_folders(), read_only, root, env, tmp), *command]
+
+
+@functools.lru_cache(maxsize=None)
+def _sizes_tmpfs(bwrap: str) -> bool:
+    try:
+        said = subprocess.run([bwrap, "--help"], capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"--size" in said
 
 
 def _tree(root: int) -> list[tuple[int, int]]:

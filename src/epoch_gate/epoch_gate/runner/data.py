@@ -6,8 +6,9 @@ so an amount whose `==` always holds crosses as the number it is. Objects cross 
 public fields (dataclasses, attrs classes, plain classes), an Enum as its value, a
 Decimal or Fraction as its exact text. Anything else (a function, a generator, a NaN) is not data: the
 parent then gets a handle it can pass back, but nothing to read. An answer's own properties cross
-with it; those of the objects inside it when a predicate first reads one (`properties`): computing
-them all would be product code no predicate asked for. Whatever this module writes is only
+with it while its batch asks for them (`encode`); those of the objects inside it when a predicate first
+reads one (`properties`): computing them all would be product code no predicate asked for. A property
+that raises or is not data never crosses, so it never changes what the answer is. Whatever this module writes is only
 the product's word: the parent parses it as JSON and judges the values itself.
 """
 
@@ -81,8 +82,24 @@ def _fields(value: object) -> Optional[tuple[str, ...]]:
 
 
 def properties(value: object) -> dict[str, object]:
-    """An object's public properties, by name: what a predicate reads of it beyond its fields."""
-    return {name: getattr(value, name) for name in _properties(type(value))}
+    """An object's public properties, by name: what a predicate reads of it beyond its fields. One that
+    raises or is not data is left out (reading it fails the record, as a missing field does), so one bad
+    property never changes what the answer itself is."""
+    return _readable(value, _properties(type(value)))
+
+
+def _readable(value: object, names: tuple[str, ...]) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for name in names:
+        try:
+            item = getattr(value, name)
+            _checked(item)
+        except MemoryError:
+            raise
+        except BaseException:  # noqa: BLE001 - the product's property failed: it does not cross
+            continue
+        found[name] = item
+    return found
 
 
 def to_data(value: Any) -> object:
@@ -156,14 +173,14 @@ def _own_names(value: object) -> tuple[str, ...]:
 def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
     with their fields only: their properties when a predicate reads one), or `null` when not asked for.
-    Raises NotData, or what the product's own properties raise."""
+    Raises NotData, or what reading the value's fields raises."""
     text = _checked(value)
     if not own_properties:
         return text, "null"
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"
-    own = {name: getattr(value, name) for name in (names or _own_names(value))}  # raises what a property raises
+    own = _readable(value, names or _own_names(value))
     return text, _checked(own) if own else "{}"
 
 

@@ -25,7 +25,6 @@ differs on a rerun is a `predicate-error`).
 from __future__ import annotations
 
 import json
-import marshal
 import operator
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
@@ -114,9 +113,10 @@ class Remote(_Refusing):
 
     Every JSON object of an answer becomes one as the answer is parsed (`part`), its fields as its own
     attributes: a field read is Python's own attribute lookup, with no call of ours. `_at` (a slot, which
-    no field can shadow) says where the value is: (scope, handle, class name, why it is not data, its
-    properties) for an answer, None for a part of one, which is found in its record's answers when it is
-    passed back (`_ref`)."""
+    no field can shadow) says where the value is: (scope, handle, class name, why it is not data, its own
+    properties or None when they did not cross, its data when that is not its fields: FIELDS) for an
+    answer, None for a part of one, which is found in its record's answers when it is passed back
+    (`_ref`)."""
 
     __slots__ = ("_at", "__dict__")
 
@@ -164,8 +164,19 @@ def part(fields: dict[str, object]) -> Remote:
     return value
 
 
-def _tuple(items: list[object]) -> tuple[object, ...]:
-    return tuple([_tuple(item) if type(item) is list else item for item in items])  # type: ignore[arg-type]
+def _tuple(top: list[object]) -> tuple[object, ...]:
+    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
+    if list not in map(type, top):
+        return tuple(top)
+    order, pending = [], [top]
+    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
+        items = pending.pop()
+        order.append(items)
+        pending += [item for item in items if type(item) is list]
+    made: dict[int, tuple[object, ...]] = {}
+    for items in reversed(order):
+        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
+    return made[id(top)]
 
 
 FIELDS = object()  # an answer's data is its fields, not a value of its own
@@ -195,20 +206,19 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
 
 
 def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
-    if node is value:
-        return []
-    if type(node) is Remote:
-        items: Any = node.__dict__.items()
-    elif type(node) is tuple:
-        items = enumerate(node)  # type: ignore[arg-type]
-    else:
-        return None
-    for step, item in items:
-        if type(item) is Remote or type(item) is tuple:
-            path = _path_to(value, item)
-            if path is not None:
-                path.insert(0, step)
-                return path
+    """The path from `node` to `value` (by identity, without recursion), or None."""
+    pending: list[tuple[object, list[Union[str, int]]]] = [(node, [])]
+    while pending:
+        current, path = pending.pop()
+        if current is value:
+            return path
+        if type(current) is Remote:
+            items: Any = current.__dict__.items()
+        elif type(current) is tuple:
+            items = enumerate(current)  # type: ignore[arg-type]
+        else:
+            continue
+        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is tuple]
     return None
 
 
@@ -388,17 +398,24 @@ PRODUCT = Product()
 
 def plain(value: Any) -> Any:
     """A product value's data as the parent's own plain values, to compare whole."""
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise NotData("is nested too deeply to read") from None
+
+
+def _plain(value: Any) -> Any:
     if isinstance(value, Remote):
         at = value._at
         if at is not None and at[3]:
             raise NotData(f"{_type(value)} is not data ({at[3]})")
         if at is not None and at[5] is not FIELDS:
             return at[5]
-        return {key: plain(item) for key, item in value.__dict__.items()}
+        return {key: _plain(item) for key, item in value.__dict__.items()}
     if isinstance(value, Method):
-        return plain(value._value())
+        return _plain(value._value())
     if isinstance(value, tuple):
-        return [plain(item) for item in value]
+        return [_plain(item) for item in value]
     return value
 
 
@@ -535,21 +552,17 @@ class Session:
         self.speculative = False
         self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
         self.read_own = False  # whether the predicate read a property of an answer (not of a part)
-        # The call sent ahead: its callable, the record's bytes and, when the record was parsed before its
-        # run, that value's marshal (a cheaper check than encoding it again as JSON).
-        self.ahead: Optional[tuple[str, bytes, Optional[bytes]]] = None
+        self.ahead: Optional[tuple[str, bytes]] = None  # the call sent ahead: (its callable, the record's bytes)
 
     def sent_ahead(self, target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bool:
-        """Whether this call is the one sent ahead, exactly: that callable on one argument that is the record
-        as it was sent (checked without encoding the whole call, as `call` would)."""
+        """Whether this call is the one sent ahead, exactly: that callable on one argument that encodes to
+        the record's bytes (checked without encoding the whole call, as `call` would)."""
         ahead = self.ahead
         if ahead is None or self.position != 0 or not self.speculative or not self.log or kwargs or len(args) != 1:
             return False
         if target.get("m") != ahead[0]:
             return False
         try:
-            if ahead[2] is not None:  # equal marshal bytes (version 2: no references) are an equal value, typed
-                return marshal.dumps(args[0], 2) == ahead[2]
             return _dump(args[0]) == ahead[1]
         except (TypeError, ValueError, RecursionError):
             return False  # the full encoding says why
@@ -596,6 +609,15 @@ UNPARSED = object()
 PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle-misused", "artifact-malformed"
 
 
+def _message(exc: BaseException) -> str:
+    """The exception's message, or why it cannot be shown (`assert t.ok, t` holds a product value, which
+    refuses to become text)."""
+    try:
+        return str(exc)
+    except BaseException as failed:  # noqa: BLE001 - a message that cannot be made is named, never raised
+        return f"(its message could not be shown: {type(failed).__name__})"
+
+
 def _own_frame(exc: BaseException) -> str:
     # No source lines: reading them would open the sandbox's files, which the child may have replaced.
     frames = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
@@ -621,17 +643,21 @@ def run(
     except _NeedAnswer:
         return None
     except ProductFailure as exc:
+        Session.current = None
         return None if session.pending is not None else Verdict(False, from_os(exc.describe())[:MAX_DETAIL])  # type: ignore[attr-defined]
     except HandleMisused as exc:
+        Session.current = None
         return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], HANDLE_MISUSED)
     except OracleError as exc:
+        Session.current = None
         return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], PREDICATE_ERROR)
     except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
+        Session.current = None  # its message may hold a product value: shown without asking the child
         if session.pending is not None:
             return None
         return Verdict(
             False,
-            from_os(f"the predicate raised {type(exc).__name__}: {exc}{_own_frame(exc)}")[:MAX_DETAIL],
+            from_os(f"the predicate raised {type(exc).__name__}: {_message(exc)}{_own_frame(exc)}")[:MAX_DETAIL],
             PREDICATE_ERROR,
         )
     finally:

@@ -25,7 +25,6 @@ import importlib
 import inspect
 import itertools
 import json
-import marshal
 import shutil
 import sys
 import types
@@ -41,7 +40,7 @@ from epoch_gate.evidence.observations import Observation, make_observation, writ
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging
-from epoch_gate.runner.channel import Channel, ChildFailed, Fate, guard_parent
+from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
@@ -70,7 +69,7 @@ class Child:
     limits: Limits = Limits()
     batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
     # Children that serve the product side by side, each in its own jail (a product slower than its judge
-    # then takes the cores the replay was given); `limits` bound them together.
+    # then takes more cores than one); `limits` bound each, its resident memory and processes all of them together.
     children: int = 1
 
 
@@ -159,10 +158,8 @@ class _BatchRun:
         calls = speculation.calls(self.batch)
         if calls is None:
             return self.step()
-        parsed = self.parsed or [judging.UNPARSED] * len(calls)
-        for session, call, (_, raw), record in zip(self.sessions, calls, self.batch, parsed):
-            pristine = None if record is judging.UNPARSED else marshal.dumps(record, 2)
-            session.pending, session.speculative, session.ahead = call, True, (speculation.name, raw, pristine)
+        for session, call, (_, raw) in zip(self.sessions, calls, self.batch):
+            session.pending, session.speculative, session.ahead = call, True, (speculation.name, raw)
         return calls
 
     def step(self) -> list[bytes]:
@@ -514,14 +511,11 @@ def run(
     except BaseException:
         for channel in channels:
             channel.fail(Code.RUNNER_PROTOCOL, "the replay stopped")
-        for channel in channels:
-            channel.close()
+        close_all(channels)
         raise
-    # Every child's whole process group is dead from here on (Channel.close): nothing they forked can
-    # rewrite what is written next.
-    for channel in channels:
-        channel.finish()
-    ended = next((e for e in [channel.close() for channel in channels] if e is not None), None)
+    # Every child's whole process group is dead from here on (close_all): nothing they forked can rewrite
+    # what is written next.
+    ended = close_all(channels)
     # Whatever the child planted in the output folder before that is not evidence: start from nothing.
     if out.is_symlink() or out.is_file():
         out.unlink()

@@ -98,7 +98,7 @@ def _is_int(value: object) -> bool:
 
 
 def parse_answers(
-    payload: bytes, count: int, object_hook: Optional[Callable[[dict[str, Any]], object]] = None, mapping: type = dict
+    payload: bytes, count: int, object_hook: Callable[[dict[str, Any]], object], mapping: type
 ) -> list[list[object]]:
     """The child's answers to a batch of `count` calls, each checked for its shape, nothing more. Its
     objects go through `object_hook`, which makes each a `mapping`."""
@@ -108,7 +108,7 @@ def parse_answers(
     if len(answers) != count:
         raise ProtocolError(f"{len(answers)} answers to {count} calls")
     for answer in answers:
-        if type(answer) is not list or not answer or answer[0] not in ("v", "o", "x", "u"):
+        if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
             raise ProtocolError("an answer of an unknown kind")
         kind, rest = answer[0], answer[1:]
         if kind == "v":
