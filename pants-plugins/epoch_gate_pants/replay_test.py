@@ -187,12 +187,19 @@ def test_the_suites_product_set_up_is_called_before_its_properties(rule_runner: 
 @pytest.mark.parametrize("children", [1, 2])
 def test_the_replay_starts_as_many_children_as_configured(rule_runner: RuleRunner, children: int) -> None:
     """`[property-replay].children` children, whatever the load (so the answers of a product that keeps
-    state across records do not depend on it): each child imports the product, which says so."""
+    state across records do not depend on it): the product's set-up runs once in each, and says so."""
     write_repo(rule_runner)
-    product = rule_runner.read_file("src/payments_lib.py")
-    rule_runner.write_files({"src/payments_lib.py": f"import os\nprint('child', os.getpid())\n{product}"})
+    set_up = 'def set_up():\n    import os\n    print("set up in", os.getpid())\n'
+    rule_runner.write_files(
+        {
+            "src/payments_lib.py": rule_runner.read_file("src/payments_lib.py") + set_up,
+            "checks/BUILD": rule_runner.read_file("checks/BUILD").replace(
+                '"src:lib"])', '"src:lib"], product_setup="payments_lib:set_up")'
+            ),
+        }
+    )
     configure(rule_runner, f"--property-replay-children={children}")
     run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
     assert run.result is not None and run.result.exit_code == 0, run.result
-    started = {line for line in run.result.stderr.decode().splitlines() if line.startswith("child ")}
+    started = {line for line in run.result.stderr.decode().splitlines() if line.startswith("set up in ")}
     assert len(started) == children, run.result.stderr.decode()[-2000:]

@@ -291,7 +291,7 @@ def _scan(
     held: dict[int, bool] = {}
     for child, channel in enumerate(channels):  # each violation again in the child that answered for it
         again = [(n, v) for n, v in enumerate(violations) if v.child == child]
-        batches = ([(v.line, v.witness) for _, v in again[i : i + size]] for i in range(0, len(again), size))
+        batches = [[(v.line, v.witness) for _, v in again[i : i + size]] for i in range(0, len(again), size)]
         reruns = _judge_batches([channel], predicate, batches, scopes)  # the parent's own copy of the bytes
         with contextlib.closing(reruns):
             for run in reruns:
