@@ -117,8 +117,9 @@ def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
     for channel in channels:
         channel.finish()
     settled = [channel._settle() for channel in channels]
-    ended = [channel._conclude(problem, status) for channel, (problem, status) in zip(channels, settled)]
-    return next((failed for failed in ended if failed is not None), None)
+    stuck = next((failed for _, _, failed in settled if failed is not None), None)
+    ended = [channel._conclude(problem, status) for channel, (problem, status, _) in zip(channels, settled)]
+    return stuck or next((failed for failed in ended if failed is not None), None)
 
 
 class ChildFailed(Exception):
@@ -313,9 +314,10 @@ class Channel:
         """Ends the stream of calls: the child exits once it has answered them all."""
         self._outbox.put(None)
 
-    def _settle(self) -> tuple[str, int]:
+    def _settle(self) -> tuple[str, int, Optional[ChildFailed]]:
         """Waits for the child to exit (it has its end of stream), then kills and reaps its process group and
-        what it left behind (`_end`): (why it did not end as it should, as far as known, its exit status)."""
+        what it left behind (`_end`): (why it did not end as it should, as far as known; its exit status;
+        the failure that ended every child when what it left behind would not end: no pipe is read then)."""
         problem, status = "", 0
         try:
             if self._fate.failure is None:
@@ -324,9 +326,9 @@ class Channel:
                     problem = f"the child stopped reading: {self._broken}"
                 status = self._end()
             self._end()
-        except ChildFailed as failed:  # what it left behind would not end
-            return failed.detail, status
-        return problem, status
+        except ChildFailed as failed:
+            return problem, status, self.fail(failed.code, failed.detail)
+        return problem, status, None
 
     def _conclude(self, problem: str, status: int) -> Optional[ChildFailed]:
         """Once every child is reaped: the child must have exited 0 in time with nothing more on the channel.

@@ -23,7 +23,7 @@ import types
 from decimal import Decimal
 from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
 MAX_TRACEBACK = 1500
@@ -85,21 +85,20 @@ def properties(value: object) -> dict[str, object]:
     """An object's public properties, by name: what a predicate reads of it beyond its fields. One that
     raises or is not data is left out (reading it fails the record, as a missing field does), so one bad
     property never changes what the answer itself is."""
-    return _readable(value, _properties(type(value)))
+    return {name: item for name, item, _ in _readable(value, _properties(type(value)))}
 
 
-def _readable(value: object, names: tuple[str, ...]) -> dict[str, object]:
-    found: dict[str, object] = {}
+def _readable(value: object, names: tuple[str, ...]) -> Iterator[tuple[str, object, str]]:
+    """(name, value, its JSON text) of each of the properties `names` of `value` that reads as data."""
     for name in names:
         try:
             item = getattr(value, name)
-            _checked(item)
+            text = _checked(item)
         except MemoryError:
             raise
         except BaseException:  # noqa: BLE001 - the product's property failed: it does not cross
             continue
-        found[name] = item
-    return found
+        yield name, item, text
 
 
 def to_data(value: Any) -> object:
@@ -180,8 +179,8 @@ def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"
-    own = _readable(value, names or _own_names(value))
-    return text, _checked(own) if own else "{}"
+    own = [f"{json.dumps(name)}:{read}" for name, _, read in _readable(value, names or _own_names(value))]
+    return text, "{" + ",".join(own) + "}"
 
 
 def type_name(value: object) -> str:

@@ -69,7 +69,8 @@ class Child:
     limits: Limits = Limits()
     batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
     # Children that serve the product side by side, each in its own jail (a product slower than its judge
-    # then takes more cores than one); `limits` bound each, its resident memory and processes all of them together.
+    # then takes more cores than one); `limits` bound each, and its resident memory and processes count
+    # all of them together.
     children: int = 1
 
 
