@@ -135,9 +135,7 @@ def in_process(world: Path, predicate: Callable[[dict], object], bound: str = "o
     return held
 
 
-def boundary(
-    world: Path, sandbox: Path, out: Path, name: str, children: int, jail: Optional[ChildJail] = None
-) -> int:
+def boundary(world: Path, sandbox: Path, out: Path, name: str, children: int, jail: Optional[ChildJail] = None) -> int:
     manifest = sample(Catalog((Property(name, "orders", f"bench_preds:{name}", f"{name}."),)), 1, 1)
     child = parent.Child(sandbox, ("bench_app",), oracle_names=("bench_preds",), jail=jail, children=children)
     result = parent.run(manifest, world, out, suite="suite", epoch_id="bench", child=child)
@@ -212,7 +210,9 @@ def main() -> None:
     arguments.add_argument(
         "--children", type=int, default=2, help="children serving the product side by side (the replay's default)"
     )
-    arguments.add_argument("--only", action="append", default=[], help="with --example: this property only (repeatable)")
+    arguments.add_argument(
+        "--only", action="append", default=[], help="with --example: this property only (repeatable)"
+    )
     arguments.add_argument(
         "--jail",
         metavar="BWRAP",

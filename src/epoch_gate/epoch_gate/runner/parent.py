@@ -143,9 +143,7 @@ class _BatchRun:
     """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
     again, until every record has its verdict."""
 
-    def __init__(
-        self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel, own: bool
-    ) -> None:
+    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel, own: bool) -> None:
         self.predicate, self.batch, self.first, self.scope = predicate, batch, first, scope
         self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
         self.own = own  # whether its answers carry their own properties
@@ -504,9 +502,7 @@ def run(
         results = [
             (predicate, [])
             if isinstance(predicate, PropertyOutcome)
-            else replay_property(
-                channels, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes
-            )
+            else replay_property(channels, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes)
             for prop, predicate in zip(manifest.properties, predicates)
         ]
     except BaseException:

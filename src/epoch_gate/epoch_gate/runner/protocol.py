@@ -108,7 +108,12 @@ def parse_answers(
     if len(answers) != count:
         raise ProtocolError(f"{len(answers)} answers to {count} calls")
     for answer in answers:
-        if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
+        if (
+            type(answer) is not list
+            or not answer
+            or type(answer[0]) is not str
+            or answer[0] not in ("v", "o", "x", "u")
+        ):
             raise ProtocolError("an answer of an unknown kind")
         kind, rest = answer[0], answer[1:]
         if kind == "v":
