@@ -179,7 +179,12 @@ def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"
-    own = [f"{json.dumps(name)}:{read}" for name, _, read in _readable(value, names or _own_names(value))]
+    own, size = [], 0
+    for name, _, read in _readable(value, names or _own_names(value)):
+        size += len(read)
+        if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
+            break
+        own.append(f"{json.dumps(name)}:{read}")
     return text, "{" + ",".join(own) + "}"
 
 

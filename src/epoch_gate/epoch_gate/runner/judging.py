@@ -206,12 +206,17 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
 
 
 def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
-    """The path from `node` to `value` (by identity, without recursion), or None."""
+    """The path from `node` to `value` (by identity, without recursion), or None. Each object is walked
+    once: a predicate may have made a cycle (`t.me = t`)."""
     pending: list[tuple[object, list[Union[str, int]]]] = [(node, [])]
+    seen: set[int] = set()
     while pending:
         current, path = pending.pop()
         if current is value:
             return path
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
         if type(current) is Remote:
             items: Any = current.__dict__.items()
         elif type(current) is tuple:
@@ -397,26 +402,47 @@ PRODUCT = Product()
 
 
 def plain(value: Any) -> Any:
-    """A product value's data as the parent's own plain values, to compare whole."""
-    try:
-        return _plain(value)
-    except RecursionError:
-        raise NotData("is nested too deeply to read") from None
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Remote):
-        at = value._at
-        if at is not None and at[3]:
-            raise NotData(f"{_type(value)} is not data ({at[3]})")
-        if at is not None and at[5] is not FIELDS:
-            return at[5]
-        return {key: _plain(item) for key, item in value.__dict__.items()}
+    """A product value's data as the parent's own plain values, to compare whole (without recursion: as
+    deep as the answer)."""
     if isinstance(value, Method):
-        return _plain(value._value())
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    return value
+        return plain(value._value())
+    made: dict[int, object] = {}
+    walking: set[int] = set()
+    pending: list[tuple[object, bool]] = [(value, False)]
+    while pending:
+        node, walked = pending.pop()
+        if type(node) is not Remote and type(node) is not tuple:
+            continue
+        key = id(node)
+        if walked:
+            walking.discard(key)
+            made[key] = _plain_one(node, made)
+        elif key not in made:
+            if key in walking:
+                raise OracleError("plain() of a product value that holds itself (a cycle the predicate made)")
+            walking.add(key)
+            pending.append((node, True))
+            items = node.__dict__.values() if type(node) is Remote else node
+            pending += [(item, False) for item in items]
+    return made.get(id(value), value) if type(value) is Remote or type(value) is tuple else value
+
+
+def _plain_one(node: Union[Remote, tuple[object, ...]], made: dict[int, object]) -> object:
+    """One object or tuple as plain data, the parts below it already made."""
+
+    def part(item: object) -> object:
+        if type(item) is Remote or type(item) is tuple:
+            return made[id(item)]
+        return plain(item) if isinstance(item, Method) else item
+
+    if type(node) is tuple:
+        return [part(item) for item in node]
+    at = node._at  # type: ignore[union-attr]
+    if at is not None and at[3]:
+        raise NotData(f"{_type(node)} is not data ({at[3]})")  # type: ignore[arg-type]
+    if at is not None and at[5] is not FIELDS:
+        return at[5]
+    return {key: part(item) for key, item in node.__dict__.items()}
 
 
 def refused(call: Callable[[], object], *names: str) -> bool:
@@ -609,11 +635,11 @@ UNPARSED = object()
 PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle-misused", "artifact-malformed"
 
 
-def _message(exc: BaseException) -> str:
-    """The exception's message, or why it cannot be shown (`assert t.ok, t` holds a product value, which
-    refuses to become text)."""
+def _message(exc: BaseException, describe: Optional[Callable[[], str]] = None) -> str:
+    """The exception's message (or `describe()`), or why it cannot be shown (`assert t.ok, t` holds a
+    product value, which refuses to become text)."""
     try:
-        return str(exc)
+        return describe() if describe is not None else str(exc)
     except BaseException as failed:  # noqa: BLE001 - a message that cannot be made is named, never raised
         return f"(its message could not be shown: {type(failed).__name__})"
 
@@ -644,13 +670,21 @@ def run(
         return None
     except ProductFailure as exc:
         Session.current = None
-        return None if session.pending is not None else Verdict(False, from_os(exc.describe())[:MAX_DETAIL])  # type: ignore[attr-defined]
+        if session.pending is not None:
+            return None
+        return Verdict(False, from_os(_message(exc, exc.describe))[:MAX_DETAIL])  # type: ignore[attr-defined]
     except HandleMisused as exc:
         Session.current = None
-        return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], HANDLE_MISUSED)
+        return (
+            None if session.pending is not None else Verdict(False, from_os(_message(exc))[:MAX_DETAIL], HANDLE_MISUSED)
+        )
     except OracleError as exc:
         Session.current = None
-        return None if session.pending is not None else Verdict(False, from_os(str(exc))[:MAX_DETAIL], PREDICATE_ERROR)
+        return (
+            None
+            if session.pending is not None
+            else Verdict(False, from_os(_message(exc))[:MAX_DETAIL], PREDICATE_ERROR)
+        )
     except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
         Session.current = None  # its message may hold a product value: shown without asking the child
         if session.pending is not None:

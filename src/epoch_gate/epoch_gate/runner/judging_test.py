@@ -63,3 +63,39 @@ def test_a_part_passed_back_is_found_where_the_child_holds_it() -> None:
             judging._ref(stray)
     finally:
         judging.Session.current = None
+
+
+def test_a_cycle_the_predicate_made_is_walked_once() -> None:
+    session = judging.Session()
+    root = _answer({"lines": [{"gross": 2}]})
+    session.log.append((b"call", ("value", root, (1, 0, "Totals"))))
+    root.me = root  # type: ignore[attr-defined]
+    judging.Session.current = session
+    try:
+        assert judging._ref(root.lines[0]) == [1, 0, ["lines", 0]]  # type: ignore[attr-defined]
+        with pytest.raises(judging.OracleError, match="holds itself"):
+            judging.plain(root)
+    finally:
+        judging.Session.current = None
+
+
+def test_plain_reads_an_answer_as_deep_as_it_was_parsed() -> None:
+    deep: dict[str, object] = {"leaf": 1}
+    for _ in range(700):
+        deep = {"next": deep, "tags": [1]}
+    value = judging.plain(_answer(deep))
+    for _ in range(700):
+        assert value["tags"] == [1]  # type: ignore[index]
+        value = value["next"]  # type: ignore[index]
+    assert value == {"leaf": 1}
+
+
+def test_an_oracle_error_whose_message_holds_a_product_value_is_shown_as_such() -> None:
+    root = _answer({"total": 5})
+
+    def predicate(record: object, product: object) -> bool:
+        raise judging.OracleError(root)
+
+    verdict = judging.run(predicate, b"{}", judging.Session())
+    assert verdict is not None and verdict.error == "predicate-error"
+    assert verdict.detail == "(its message could not be shown: HandleMisused)"
