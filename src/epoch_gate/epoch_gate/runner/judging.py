@@ -430,19 +430,19 @@ def plain(value: Any) -> Any:
 def _plain_one(node: Union[Remote, tuple[object, ...]], made: dict[int, object]) -> object:
     """One object or tuple as plain data, the parts below it already made."""
 
-    def part(item: object) -> object:
+    def plain_part(item: object) -> object:
         if type(item) is Remote or type(item) is tuple:
             return made[id(item)]
         return plain(item) if isinstance(item, Method) else item
 
     if type(node) is tuple:
-        return [part(item) for item in node]
+        return [plain_part(item) for item in node]
     at = node._at  # type: ignore[union-attr]
     if at is not None and at[3]:
         raise NotData(f"{_type(node)} is not data ({at[3]})")  # type: ignore[arg-type]
     if at is not None and at[5] is not FIELDS:
         return at[5]
-    return {key: part(item) for key, item in node.__dict__.items()}
+    return {key: plain_part(item) for key, item in node.__dict__.items()}
 
 
 def refused(call: Callable[[], object], *names: str) -> bool:

@@ -84,9 +84,9 @@ def _finite(token: str) -> float:
     return value
 
 
-def loads(payload: bytes, object_hook: Optional[Callable[[dict[str, Any]], object]] = None) -> object:
+def loads(payload: bytes, object_hook: Callable[[dict[str, Any]], object]) -> object:
     """JSON as the parent reads what the child says: finite numbers, plain values only; each object
-    through `object_hook` when one is given."""
+    through `object_hook`."""
     try:
         return json.loads(payload, parse_constant=_refuse_constant, parse_float=_finite, object_hook=object_hook)
     except (ValueError, RecursionError) as exc:
