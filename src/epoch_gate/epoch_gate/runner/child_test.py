@@ -712,7 +712,7 @@ def test_a_deeply_nested_answer_is_read_without_recursion(tmp_path: Path) -> Non
             deep = product.split_app.deep(record)
             for _ in range(600):
                 (deep,) = deep
-            return deep == () and product.split_app.amount(record) >= 0
+            return deep == [] and product.split_app.amount(record) >= 0
     """,
         """
         def deep(record):

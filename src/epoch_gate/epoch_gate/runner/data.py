@@ -104,12 +104,15 @@ def _readable(value: object, names: tuple[str, ...]) -> Iterator[tuple[str, obje
 def to_data(value: Any) -> object:
     """json.dumps' `default`: called only for what is not already JSON."""
     cls = type(value)
-    names = _FIELDS.get(cls)
-    if names is not None:  # the hot path: a class already seen
-        own = getattr(value, "__dict__", None)
-        if type(own) is dict and own.keys() == _DICT_FIELDS[cls]:
+    fields = _DICT_FIELDS.get(cls)
+    if fields is not None:  # the hot path: a class already seen
+        try:
+            own = value.__dict__
+        except AttributeError:  # a class with slots
+            own = None
+        if type(own) is dict and own.keys() == fields:
             return own
-        return _read(value, names)
+        return _read(value, _FIELDS[cls])
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (Decimal, Fraction)):
@@ -179,8 +182,15 @@ def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"
+    names = names or _own_names(value)
+    try:  # the common case: every property reads as data, encoded in one pass
+        return text, _checked({name: getattr(value, name) for name in names})
+    except MemoryError:
+        raise
+    except BaseException:  # noqa: BLE001 - one of them raised or is not data: each on its own, below
+        pass
     own, size = [], 0
-    for name, _, read in _readable(value, names or _own_names(value)):
+    for name, _, read in _readable(value, names):
         size += len(read)
         if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
             break

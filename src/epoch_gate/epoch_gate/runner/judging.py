@@ -3,7 +3,7 @@
 A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
 code. `product` names the product's callables: `product.orders.totals.totals_from_record(record)` asks
 the child to call `orders.totals.totals_from_record` on the record and answers with data. A number or
-text comes back as it is, a list as a tuple of its parts, and anything else as a `Remote`: its fields
+text comes back as it is, a list as a list (the parent's own), and anything else as a `Remote`: its fields
 (and properties) read as the parent's own plain values (`t.subtotal.minor` is an `int` parsed here), its
 methods and operators are further calls (`a.allocate([1, 2])`, `a + b`), and it can be passed back as
 an argument. A `Remote` itself is never compared, hashed, iterated, converted, truth-tested or turned
@@ -24,11 +24,15 @@ differs on a rerun is a `predicate-error`).
 
 from __future__ import annotations
 
+import dis
+import inspect
 import json
 import operator
+import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any, Callable, Optional, Sequence, Union
 
 from epoch_gate.runner.protocol import REF
@@ -153,30 +157,12 @@ _new = object.__new__
 
 def part(fields: dict[str, object]) -> Remote:
     """json.loads' object_hook for the child's answers: an object becomes a Remote whose attributes are
-    its fields (a list among them a tuple of its parts)."""
-    if list in map(type, fields.values()):
-        for key, value in fields.items():
-            if type(value) is list:
-                fields[key] = _tuple(value)
+    its fields. A list stays the list the parser made: checking every object for one cost more than
+    the rest of its reading (bench/replay_split.py)."""
     value = _new(Remote)
     value.__dict__ = fields
     value._at = None
     return value
-
-
-def _tuple(top: list[object]) -> tuple[object, ...]:
-    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
-    if list not in map(type, top):
-        return tuple(top)
-    order, pending = [], [top]
-    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
-        items = pending.pop()
-        order.append(items)
-        pending += [item for item in items if type(item) is list]
-    made: dict[int, tuple[object, ...]] = {}
-    for items in reversed(order):
-        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
-    return made[id(top)]
 
 
 FIELDS = object()  # an answer's data is its fields, not a value of its own
@@ -219,11 +205,11 @@ def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
         seen.add(id(current))
         if type(current) is Remote:
             items: Any = current.__dict__.items()
-        elif type(current) is tuple:
+        elif type(current) is list:
             items = enumerate(current)  # type: ignore[arg-type]
         else:
             continue
-        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is tuple]
+        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is list]
     return None
 
 
@@ -411,7 +397,7 @@ def plain(value: Any) -> Any:
     pending: list[tuple[object, bool]] = [(value, False)]
     while pending:
         node, walked = pending.pop()
-        if type(node) is not Remote and type(node) is not tuple:
+        if type(node) is not Remote and type(node) is not list and type(node) is not tuple:
             continue
         key = id(node)
         if walked:
@@ -424,18 +410,18 @@ def plain(value: Any) -> Any:
             pending.append((node, True))
             items = node.__dict__.values() if type(node) is Remote else node
             pending += [(item, False) for item in items]
-    return made.get(id(value), value) if type(value) is Remote or type(value) is tuple else value
+    return made.get(id(value), value) if type(value) in (Remote, list, tuple) else value
 
 
-def _plain_one(node: Union[Remote, tuple[object, ...]], made: dict[int, object]) -> object:
-    """One object or tuple as plain data, the parts below it already made."""
+def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict[int, object]) -> object:
+    """One object, list or tuple as plain data (a list of its own), the parts below it already made."""
 
     def plain_part(item: object) -> object:
-        if type(item) is Remote or type(item) is tuple:
+        if type(item) in (Remote, list, tuple):
             return made[id(item)]
         return plain(item) if isinstance(item, Method) else item
 
-    if type(node) is tuple:
+    if type(node) is not Remote:
         return [plain_part(item) for item in node]
     at = node._at  # type: ignore[union-attr]
     if at is not None and at[3]:
@@ -487,20 +473,24 @@ def _dump(value: object) -> bytes:
     return "".join(_chunks(value, 0)).encode()
 
 
+def _head(target: dict[str, object]) -> bytes:
+    """The call's target as JSON bytes (a callable's name: encoded once)."""
+    name = target.get("m")
+    if type(name) is not str:
+        return _dump(target)
+    head = _TARGETS.get(name)
+    if head is None:
+        head = _dump(target)
+        if len(_TARGETS) < 4096:
+            _TARGETS[name] = head
+    return head
+
+
 def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
     """The call as JSON bytes, each argument as it is now (a record the predicate changed crosses changed)."""
-    name = target.get("m")
-    if type(name) is str:
-        head = _TARGETS.get(name)
-        if head is None:
-            head = _dump(target)
-            if len(_TARGETS) < 4096:
-                _TARGETS[name] = head
-    else:
-        head = _dump(target)
     return (
         b"["
-        + head
+        + _head(target)
         + b",["
         + b",".join(map(_dump, args))
         + b"],{"
@@ -509,12 +499,56 @@ def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: di
     )
 
 
+Opening = tuple[CodeType, int]  # a predicate's code, and the offset of its opening call in it
+
+
+def opening(predicate: object) -> Optional[Opening]:
+    """Where the predicate makes its opening call, when the first thing its code does is call the product
+    on its record (`product.pkg.function(record)`): (its code, the call's offset). Nothing of the
+    predicate's own has run by then, so the record is still exactly what it was given. None for any other
+    shape, or a Python whose bytecode reads otherwise."""
+    code = getattr(predicate, "__code__", None)
+    if type(code) is not CodeType or code.co_argcount < 2 or code.co_flags & _NOT_PLAIN:
+        return None
+    record_name, product_name = code.co_varnames[:2]
+    steps = [(i.opname, i.argval, i.offset) for i in dis.get_instructions(code)]
+    if len(steps) < 4 or steps[0][:2] != ("LOAD_FAST", product_name):
+        return None
+    at = 1
+    while at < len(steps) and steps[at][0] == "LOAD_ATTR":
+        at += 1
+    if at < len(steps) and steps[at][0] == "LOAD_METHOD":
+        at, call = at + 1, "CALL_METHOD"
+    elif at > 1:
+        call = "CALL_FUNCTION"
+    else:
+        return None  # `product(record)`: not a product callable
+    if at + 1 >= len(steps) or steps[at][:2] != ("LOAD_FAST", record_name) or steps[at + 1][:2] != (call, 1):
+        return None
+    return code, steps[at + 1][2]
+
+
+# A generator's or a coroutine's code runs later than its call
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
 def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
     session = Session.current
     if session is None:
         raise OracleError("a product call outside a predicate's run")
-    if session.sent_ahead(target, args, kwargs):
-        return session.replay()
+    at = session.opening
+    if (
+        at is not None
+        and session.position == 0
+        and len(args) == 1
+        and args[0] is session.record
+        and not kwargs
+        and (frame := sys._getframe(2)).f_code is at[0]  # _call <- Name.__call__ <- the predicate
+        and frame.f_lasti == at[1]
+    ):
+        # The opening call on the record as given: it crosses as the world's own bytes, exactly those the
+        # call sent ahead holds, without encoding the record again.
+        return session.call(b"[" + _head(target) + b",[" + session.raw + b"],{}]")
     try:
         encoded = _encode_call(target, args, kwargs)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -541,7 +575,7 @@ Answer = tuple[str, object, Optional[Home]]
 
 def decode(scope: int, answer: list[object]) -> Answer:
     """One answer (parsed with `part` as its object hook, its shape checked by protocol.parse_answers) as
-    the predicate will get it: a number or text as it is (handle -1), a list as a tuple of its parts, an
+    the predicate will get it: a number or text as it is (handle -1), a list as the parsed list, an
     object (or a value that crossed as text, such as a Fraction) as a Remote."""
     kind = answer[0]
     if kind == "v":
@@ -550,7 +584,7 @@ def decode(scope: int, answer: list[object]) -> Answer:
             return "value", data, None
         home = (scope, handle, type_name)
         if type(data) is list:
-            return "value", _tuple(data), home  # type: ignore[arg-type]
+            return "value", data, home
         fields = data if type(data) is Remote else None
         data = FIELDS if fields is not None else data
         return "value", _answer(scope, handle, type_name, fields, "", own, data), home  # type: ignore[arg-type]
@@ -569,7 +603,7 @@ class Session:
     before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending", "speculative", "properties", "ahead", "read_own")
+    __slots__ = ("log", "position", "pending", "speculative", "properties", "read_own", "record", "raw", "opening")
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
@@ -578,20 +612,10 @@ class Session:
         self.speculative = False
         self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
         self.read_own = False  # whether the predicate read a property of an answer (not of a part)
-        self.ahead: Optional[tuple[str, bytes]] = None  # the call sent ahead: (its callable, the record's bytes)
-
-    def sent_ahead(self, target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bool:
-        """Whether this call is the one sent ahead, exactly: that callable on one argument that encodes to
-        the record's bytes (checked without encoding the whole call, as `call` would)."""
-        ahead = self.ahead
-        if ahead is None or self.position != 0 or not self.speculative or not self.log or kwargs or len(args) != 1:
-            return False
-        if target.get("m") != ahead[0]:
-            return False
-        try:
-            return _dump(args[0]) == ahead[1]
-        except (TypeError, ValueError, RecursionError):
-            return False  # the full encoding says why
+        # This run's record (the object the predicate was given, and its bytes) and the predicate's opening
+        self.record: object = None
+        self.raw = b""
+        self.opening: Optional[Opening] = None
 
     def replay(self) -> Any:
         """The answer to the call at this position, as the product gave it."""
@@ -651,17 +675,22 @@ def _own_frame(exc: BaseException) -> str:
 
 
 def run(
-    predicate: Callable[[object, Product], object], raw: bytes, session: Session, record: object = UNPARSED
+    predicate: Callable[[object, Product], object],
+    raw: bytes,
+    session: Session,
+    record: object = UNPARSED,
+    at: Optional[Opening] = None,
 ) -> Optional[Verdict]:
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
     `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
-    so every later run parses it afresh."""
+    so every later run parses it afresh. `at`: the predicate's `opening`."""
     if record is UNPARSED:
         try:
             record = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             return Verdict(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
-    session.position, session.pending = 0, None
+    session.position, session.pending, session.record, session.raw = 0, None, record, raw
+    session.opening = at
     session.properties.clear()
     Session.current = session
     try:

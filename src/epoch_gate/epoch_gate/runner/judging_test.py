@@ -43,10 +43,12 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
     assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None, None]
 
 
-def test_a_list_reads_as_a_tuple_at_every_depth() -> None:
+def test_a_list_reads_as_a_list_at_every_depth() -> None:
     value = _answer({"grid": [[1, 2], [{"x": [3]}]]})
-    assert value.grid[0] == (1, 2) and value.grid[1][0].x == (3,)  # type: ignore[attr-defined]
-    assert judging.plain(value) == {"grid": [[1, 2], [{"x": [3]}]]}
+    assert value.grid[0] == [1, 2] and value.grid[1][0].x == [3]  # type: ignore[attr-defined]
+    assert type(value.grid[1][0]) is judging.Remote  # type: ignore[attr-defined]
+    copy = judging.plain(value)
+    assert copy == {"grid": [[1, 2], [{"x": [3]}]]} and copy["grid"] is not value.grid  # type: ignore[attr-defined]
 
 
 def test_a_part_passed_back_is_found_where_the_child_holds_it() -> None:

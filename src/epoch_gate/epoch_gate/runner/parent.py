@@ -80,8 +80,7 @@ class _Speculation:
     so that the predicate runs once per record instead of twice."""
 
     def __init__(self) -> None:
-        self.head: Optional[bytes] = None  # the call's target, encoded
-        self.name = ""  # the callable it names
+        self.head: Optional[bytes] = None  # the call's target, encoded: a callable the product names
         self.off = False
         # Whether answers carry their own properties: not once a batch's predicates read none (computing
         # them is product code nobody asked for); a record that then reads one asks for it.
@@ -112,7 +111,7 @@ class _Speculation:
                 if type(target) is not dict or type(target.get("m")) is not str:
                     self.off = True
                     return
-                self.head, self.name = head, target["m"]
+                self.head = head
 
 
 _SCAN = json.JSONDecoder().scan_once
@@ -143,8 +142,17 @@ class _BatchRun:
     """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
     again, until every record has its verdict."""
 
-    def __init__(self, predicate: Predicate, batch: Batch, first: int, scope: int, channel: Channel, own: bool) -> None:
-        self.predicate, self.batch, self.first, self.scope = predicate, batch, first, scope
+    def __init__(
+        self,
+        predicate: Predicate,
+        opening: Optional[judging.Opening],
+        batch: Batch,
+        first: int,
+        scope: int,
+        channel: Channel,
+        own: bool,
+    ) -> None:
+        self.predicate, self.opening, self.batch, self.first, self.scope = predicate, opening, batch, first, scope
         self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
         self.own = own  # whether its answers carry their own properties
         self.sessions = [judging.Session() for _ in batch]
@@ -157,20 +165,19 @@ class _BatchRun:
         calls = speculation.calls(self.batch)
         if calls is None:
             return self.step()
-        for session, call, (_, raw) in zip(self.sessions, calls, self.batch):
-            session.pending, session.speculative, session.ahead = call, True, (speculation.name, raw)
+        for session, call in zip(self.sessions, calls):
+            session.pending, session.speculative = call, True
         return calls
 
     def step(self) -> list[bytes]:
         """Runs every record still waiting; returns the calls they now wait on, in order."""
         waiting, calls = [], []
         run, predicate, batch, sessions, parsed = judging.run, self.predicate, self.batch, self.sessions, self.parsed
+        opening = self.opening
         for index in self.waiting:
             session = sessions[index]
-            if parsed is None:
-                verdict = run(predicate, batch[index][1], session)
-            else:
-                verdict = run(predicate, batch[index][1], session, parsed[index])
+            record = judging.UNPARSED if parsed is None else parsed[index]
+            verdict = run(predicate, batch[index][1], session, record, opening)
             if verdict is None:
                 waiting.append(index)
                 calls.append(session.pending)
@@ -205,6 +212,7 @@ def _judge_batches(
     pending: collections.deque[_BatchRun] = collections.deque()
     turn = itertools.cycle(channels)
     speculation = _Speculation()
+    opening = judging.opening(predicate)
     first = 0
     source = iter(batches)
     exhausted = False
@@ -215,7 +223,7 @@ def _judge_batches(
                 if batch is None:
                     exhausted = True
                     break
-                run = _BatchRun(predicate, batch, first, scopes.take(), next(turn), speculation.own)
+                run = _BatchRun(predicate, opening, batch, first, scopes.take(), next(turn), speculation.own)
                 first += len(batch)
                 calls = run.start(speculation)
                 if calls:
