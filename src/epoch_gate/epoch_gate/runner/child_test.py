@@ -16,6 +16,7 @@ import pytest
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
+from epoch_gate.runner import judging
 from epoch_gate.runner import parent as replay
 from epoch_gate.runner.child import LOADED_FROM
 from epoch_gate.evidence.world import world_sha256
@@ -633,6 +634,40 @@ def test_a_call_sent_ahead_is_used_only_for_the_record_exactly_as_read(tmp_path:
     )
     outcome = replayed(world, prop("typed", "typed"))["typed"]
     assert (outcome.outcome, outcome.records, outcome.failures) == ("pass", 20, 0), outcome
+
+
+@pytest.mark.parametrize("shape", ["opening", "later"])
+def test_the_opening_call_on_the_record_sends_the_worlds_own_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """A predicate whose first act is `product.f(record)` sends the record as the world holds it: never
+    encoded again, and sent ahead even when the world's bytes are not as the parent would encode them (this
+    world has spaces). Any other shape encodes the record it passes, and runs twice on every record not sent
+    ahead."""
+    world = sandbox(
+        tmp_path,
+        """
+        def opening(record, product):
+            return product.split_app.amount(record) >= 0
+        def later(record, product):
+            amount = record["amount"]
+            return product.split_app.amount(record) >= 0 and amount == record["amount"]
+    """,
+        "def amount(record):\n    return record['amount']\n",
+        records=100,
+    )
+    encoded: list[object] = []
+    runs: list[bytes] = []
+    dump, run = judging._dump, judging.run
+    monkeypatch.setattr(judging, "_dump", lambda value: encoded.append(value) or dump(value))
+    monkeypatch.setattr(judging, "run", lambda predicate, raw, *rest: runs.append(raw) or run(predicate, raw, *rest))
+    outcome = replayed(world, prop(shape, shape))[shape]
+    assert (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure) == ("fail", 100, 1, 7)
+    records_encoded = [value for value in encoded if type(value) is dict and "amount" in value]
+    if shape == "opening":
+        assert records_encoded == [] and len(runs) < 150  # most batches sent ahead: one run per record
+    else:
+        assert len(records_encoded) >= 100 and len(runs) == 2 * 100 + 2  # record 7 judged again, twice too
 
 
 def test_one_answer_that_is_not_data_leaves_the_rest_of_its_batch_as_data(tmp_path: Path) -> None:

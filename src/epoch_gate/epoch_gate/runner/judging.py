@@ -517,15 +517,11 @@ def opening(predicate: object) -> Optional[Opening]:
     at = 1
     while at < len(steps) and steps[at][0] == "LOAD_ATTR":
         at += 1
-    if at < len(steps) and steps[at][0] == "LOAD_METHOD":
-        at, call = at + 1, "CALL_METHOD"
-    elif at > 1:
-        call = "CALL_FUNCTION"
-    else:
-        return None  # `product(record)`: not a product callable
-    if at + 1 >= len(steps) or steps[at][:2] != ("LOAD_FAST", record_name) or steps[at + 1][:2] != (call, 1):
+    if at + 2 >= len(steps) or steps[at][0] != "LOAD_METHOD":  # CPython's `a.b(x)`
         return None
-    return code, steps[at + 1][2]
+    if steps[at + 1][:2] != ("LOAD_FAST", record_name) or steps[at + 2][:2] != ("CALL_METHOD", 1):
+        return None
+    return code, steps[at + 2][2]
 
 
 # A generator's or a coroutine's code runs later than its call

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dis
 import json
 
 import pytest
@@ -101,3 +102,36 @@ def test_an_oracle_error_whose_message_holds_a_product_value_is_shown_as_such() 
     verdict = judging.run(predicate, b"{}", judging.Session())
     assert verdict is not None and verdict.error == "predicate-error"
     assert verdict.detail == "(its message could not be shown: HandleMisused)"
+
+
+OPENS = (
+    "def p(record, product):\n    return product.app.f(record) > 0",
+    "def p(record, product):\n    t = product.app.sub.f(record)\n    return t.x == 1",
+    "def p(order, store):\n    return store.f(order).total >= 0",
+    "p = lambda record, product: product.app.f(record) == 1",
+)
+DOES_NOT_OPEN = (
+    "def p(record, product):\n    record['x'] = 1\n    return product.app.f(record) > 0",
+    "def p(record, product):\n    return product.app.f(dict(record)) > 0",
+    "def p(record, product):\n    return product.app.f(record, 1) > 0",
+    "def p(record, product):\n    return product.app.f(record=record) > 0",
+    "def p(record, product):\n    return product(record)",
+    "def p(record, product):\n    yield product.app.f(record)",
+    "def p(record, product):\n    g = lambda: record\n    return product.app.f(record) > 0",  # a cell
+    "def p(product, record):\n    return product.app.f(record) > 0",  # the other way round
+    "def p(record, product):\n    return helpers.f(record)",
+)
+
+
+@pytest.mark.parametrize("source", [*OPENS, *DOES_NOT_OPEN])
+def test_the_opening_call_is_found_only_when_nothing_of_the_predicate_runs_before_it(source: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(source, namespace)
+    predicate = namespace["p"]
+    found = judging.opening(predicate)
+    if source in OPENS:
+        assert found is not None and found[0] is predicate.__code__  # type: ignore[attr-defined]
+        (call,) = [i for i in dis.get_instructions(found[0]) if i.offset == found[1]]
+        assert (call.opname, call.argval) == ("CALL_METHOD", 1)
+    else:
+        assert found is None
