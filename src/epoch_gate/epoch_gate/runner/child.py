@@ -158,7 +158,7 @@ class Server:
             if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
                 raise Unresolved("a malformed call")
             function = self._target(call[0])  # type: ignore[index]
-        except Unresolved as exc:
+        except (Unresolved, protocol.ProtocolError) as exc:  # the call names nothing, or is not one: the oracle's
             return json.dumps(["u", str(exc)[:500]])  # ASCII (json.dumps' default): the frame always encodes
         except MemoryError:
             os._exit(EXIT_MEMORY)

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -18,7 +19,7 @@ from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import judging
 from epoch_gate.runner import parent as replay
-from epoch_gate.runner.child import LOADED_FROM
+from epoch_gate.runner.child import LOADED_FROM, Server
 from epoch_gate.evidence.world import world_sha256
 
 ORACLE = "split_checks"  # the predicates' module: unique, so the parent's import cache never mixes tests
@@ -747,7 +748,7 @@ def test_a_deeply_nested_answer_is_read_without_recursion(tmp_path: Path) -> Non
             deep = product.split_app.deep(record)
             for _ in range(600):
                 (deep,) = deep
-            return deep == [] and product.split_app.amount(record) >= 0
+            return deep == () and product.split_app.amount(record) >= 0
     """,
         """
         def deep(record):
@@ -811,3 +812,85 @@ def test_a_predicate_whose_message_holds_a_product_value_is_the_oracles_error(tm
     assert outcome.detail.startswith(
         "record 1: the predicate raised AssertionError: (its message could not be shown: HandleMisused)"
     ), outcome.detail
+
+
+@pytest.mark.parametrize("opens", [True, False], ids=["opening", "not-opening"])
+@pytest.mark.parametrize(
+    "first",
+    [lambda line: b"\xef\xbb\xbf" + line, lambda line: line.decode().encode("utf-16-le")],
+    ids=["byte-order-mark", "utf-16"],
+)
+def test_a_record_json_loads_reads_but_the_child_would_not_is_encoded_for_it(
+    tmp_path: Path, opens: bool, first: Callable[[bytes], bytes]
+) -> None:
+    """json.loads reads a record with a byte order mark, or in UTF-16; the child, which parses its calls as
+    UTF-8, would not: such a record crosses encoded, whatever the predicate's shape."""
+    call = "product.split_app.amount(record)" if opens else "product.split_app.amount(dict(record))"
+    world = sandbox(
+        tmp_path,
+        f"def positive(record, product):\n    return {call} >= 0\n",
+        "def amount(record):\n    return abs(record['amount'])\n",
+    )
+    lines = [json.dumps({"id": i, "amount": i}).encode() for i in range(1, 21)]
+    (world / "payments.jsonl").write_bytes(b"\n".join([first(lines[0]), *lines[1:]]) + b"\n")
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.records) == ("pass", 20), outcome.detail
+
+
+def test_a_record_holding_the_protocols_reference_key_is_refused_in_every_batch(tmp_path: Path) -> None:
+    """The child reads an object whose only key is "\\u0000ref" as a product value it holds: a record holding
+    one would mean another answer, depending on its batch. The call is refused, naming the key."""
+    world = sandbox(
+        tmp_path,
+        "def echoed(record, product):\n    return product.split_app.echo(record) == record.get('x')\n",
+        "def echo(record):\n    return record.get('x')\n",
+    )
+    lines = [json.dumps({"id": i, "amount": i}) for i in range(1, 21)]
+    lines[16] = json.dumps({"id": 17, "x": {"\u0000ref": [1, 0, []]}})  # a later batch of the same child
+    (world / "payments.jsonl").write_text("\n".join(lines) + "\n")
+    outcome = replayed(world, prop("echoed", "echoed"))["echoed"]
+    assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
+    assert outcome.detail == (
+        'record 17: an argument of split_app.echo is not data: it holds the key "\\u0000ref", which the '
+        "protocol keeps for a product value"
+    )
+
+
+def test_each_property_of_an_answer_is_read_once(tmp_path: Path) -> None:
+    """A property with a side effect beside one that raises: each is read once whether the answer carries
+    its properties or a record asks for them, so identical records (lines 3 and 50) get one verdict."""
+    world = sandbox(
+        tmp_path,
+        """
+        def positive(record, product):
+            t = product.split_app.ticket(record)
+            return t.serial == 1 if record["amount"] == 1000 else True
+    """,
+        """
+        from dataclasses import dataclass
+        @dataclass
+        class Ticket:
+            minor: int
+            _issued: int = 0
+            @property
+            def serial(self):
+                self._issued += 1
+                return self._issued
+            @property
+            def broken(self):
+                raise LookupError("never")
+        def ticket(record):
+            return Ticket(record["amount"])
+    """,
+        records=56,
+    )
+    lines = [json.dumps({"id": i, "amount": i}) for i in range(1, 57)]
+    lines[2] = lines[49] = json.dumps({"id": 0, "amount": 1000})
+    (world / "payments.jsonl").write_text("\n".join(lines) + "\n")
+    outcome = replayed(world, prop("positive"))["positive"]
+    assert (outcome.outcome, outcome.records) == ("pass", 56), outcome.detail
+
+
+def test_a_call_the_child_cannot_parse_is_the_oracles_not_the_products() -> None:
+    (answer,) = json.loads(Server().answers(1, Server().read_calls([b'[{"m":"json.dumps"},[1],{}'])))
+    assert answer == ["u", "a call that is not JSON"]

@@ -34,6 +34,7 @@ _DICT_FIELDS: dict[type, frozenset[str]] = {}
 _TYPE_NAMES: dict[type, str] = {}  # a class's name as JSON text
 _OWN: dict[type, tuple[str, ...]] = {}  # the properties an answer of a class crosses with
 _PROPERTIES: dict[type, tuple[str, ...]] = {}
+_KEYS: dict[str, str] = {}  # a property's name as JSON text
 _JSON_NATIVE = (int, float, str, list, tuple, dict, type(None))  # subclasses too: the encoder writes their values
 
 
@@ -182,20 +183,23 @@ def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
     names = _OWN.get(type(value))
     if names == ():  # the common case: a class seen before, without properties
         return text, "{}"
-    names = names or _own_names(value)
-    try:  # the common case: every property reads as data, encoded in one pass
-        return text, _checked({name: getattr(value, name) for name in names})
-    except MemoryError:
-        raise
-    except BaseException:  # noqa: BLE001 - one of them raised or is not data: each on its own, below
-        pass
     own, size = [], 0
-    for name, _, read in _readable(value, names):
+    for name, _, read in _readable(value, names or _own_names(value)):  # each read once, and on its own
         size += len(read)
         if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
             break
-        own.append(f"{json.dumps(name)}:{read}")
+        own.append(_key(name) + read)
     return text, "{" + ",".join(own) + "}"
+
+
+def _key(name: str) -> str:
+    """A property's name as a JSON object's key, with its colon."""
+    key = _KEYS.get(name)
+    if key is None:
+        key = json.dumps(name) + ":"
+        if len(_KEYS) < 4096:
+            _KEYS[name] = key
+    return key
 
 
 def type_name(value: object) -> str:

@@ -3,7 +3,7 @@
 A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
 code. `product` names the product's callables: `product.orders.totals.totals_from_record(record)` asks
 the child to call `orders.totals.totals_from_record` on the record and answers with data. A number or
-text comes back as it is, a list as a list (the parent's own), and anything else as a `Remote`: its fields
+text comes back as it is, a list as a tuple of its parts, and anything else as a `Remote`: its fields
 (and properties) read as the parent's own plain values (`t.subtotal.minor` is an `int` parsed here), its
 methods and operators are further calls (`a.allocate([1, 2])`, `a + b`), and it can be passed back as
 an argument. A `Remote` itself is never compared, hashed, iterated, converted, truth-tested or turned
@@ -32,7 +32,7 @@ import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
 from dataclasses import dataclass
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any, Callable, Optional, Sequence, Union
 
 from epoch_gate.runner.protocol import REF
@@ -142,6 +142,12 @@ class Remote(_Refusing):
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": _ref(self)}, args, kwargs)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        raise HandleMisused(f"{self!r} changed (.{name} =): a product value is read as it was answered")
+
+    def __delattr__(self, name: str) -> None:
+        raise HandleMisused(f"{self!r} changed (del .{name}): a product value is read as it was answered")
+
     __add__, __radd__ = _operator("add"), _operator("add", reflected=True)
     __sub__, __rsub__ = _operator("sub"), _operator("sub", reflected=True)
     __mul__, __rmul__ = _operator("mul"), _operator("mul", reflected=True)
@@ -153,16 +159,39 @@ class Remote(_Refusing):
 
 
 _new = object.__new__
+_set_fields = Remote.__dict__["__dict__"].__set__
+_set_at = Remote.__dict__["_at"].__set__
 
 
 def part(fields: dict[str, object]) -> Remote:
     """json.loads' object_hook for the child's answers: an object becomes a Remote whose attributes are
-    its fields. A list stays the list the parser made: checking every object for one cost more than
-    the rest of its reading (bench/replay_split.py)."""
+    its fields, a list among them a tuple of its parts (set through the slots' own descriptors: a Remote
+    refuses assignment)."""
+    for item in fields.values():
+        if type(item) is list:
+            for key, found in fields.items():
+                if type(found) is list:
+                    fields[key] = _tuple(found)
+            break
     value = _new(Remote)
-    value.__dict__ = fields
-    value._at = None
+    _set_fields(value, fields)
+    _set_at(value, None)
     return value
+
+
+def _tuple(top: list[object]) -> tuple[object, ...]:
+    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
+    if list not in map(type, top):
+        return tuple(top)
+    order, pending = [], [top]
+    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
+        items = pending.pop()
+        order.append(items)
+        pending += [item for item in items if type(item) is list]
+    made: dict[int, tuple[object, ...]] = {}
+    for items in reversed(order):
+        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
+    return made[id(top)]
 
 
 FIELDS = object()  # an answer's data is its fields, not a value of its own
@@ -172,7 +201,7 @@ def _answer(
     scope: int, handle: int, type_name: str, fields: Optional[Remote], why: str, own: Optional[Remote], data: object
 ) -> Remote:
     value = fields if fields is not None else _new(Remote)
-    value._at = (scope, handle, type_name, why, own, data)
+    _set_at(value, (scope, handle, type_name, why, own, data))
     return value
 
 
@@ -205,11 +234,11 @@ def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
         seen.add(id(current))
         if type(current) is Remote:
             items: Any = current.__dict__.items()
-        elif type(current) is list:
+        elif type(current) is tuple:
             items = enumerate(current)  # type: ignore[arg-type]
         else:
             continue
-        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is list]
+        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is tuple]
     return None
 
 
@@ -441,12 +470,20 @@ def refused(call: Callable[[], object], *names: str) -> bool:
     return False
 
 
+_REF_KEY = json.dumps(REF).encode()  # how a reference's key reads in an encoded call
+_REFS_MADE = [0]  # references `_encode_ref` has made: any other "\u0000ref" in a call is data that would read as one
+
+
 def _encode_ref(value: object) -> object:
     if isinstance(value, Remote):
+        _REFS_MADE[0] += 1
         return {REF: _ref(value)}
     if isinstance(value, Method):
         found = value._value()
-        return {REF: _ref(found)} if isinstance(found, Remote) else found
+        if isinstance(found, Remote):
+            _REFS_MADE[0] += 1
+            return {REF: _ref(found)}
+        return found
     if isinstance(value, Name):
         raise OracleError(f"{value!r} passed as an argument: pass what it returns")
     raise TypeError(f"a {type(value).__name__} is not data")
@@ -488,7 +525,8 @@ def _head(target: dict[str, object]) -> bytes:
 
 def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
     """The call as JSON bytes, each argument as it is now (a record the predicate changed crosses changed)."""
-    return (
+    made = _REFS_MADE[0]
+    encoded = (
         b"["
         + _head(target)
         + b",["
@@ -497,6 +535,9 @@ def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: di
         + b",".join(_dump(key) + b":" + _dump(value) for key, value in kwargs.items())
         + b"}]"
     )
+    if encoded.count(_REF_KEY) != _REFS_MADE[0] - made:
+        raise ValueError(f"it holds the key {_REF_KEY.decode()}, which the protocol keeps for a product value")
+    return encoded
 
 
 Opening = tuple[CodeType, int]  # a predicate's code, and the offset of its opening call in it
@@ -507,8 +548,10 @@ def opening(predicate: object) -> Optional[Opening]:
     on its record (`product.pkg.function(record)`): (its code, the call's offset). Nothing of the
     predicate's own has run by then, so the record is still exactly what it was given. None for any other
     shape, or a Python whose bytecode reads otherwise."""
-    code = getattr(predicate, "__code__", None)
-    if type(code) is not CodeType or code.co_argcount < 2 or code.co_flags & _NOT_PLAIN:
+    if type(predicate) is not FunctionType:  # a wrapper's __code__ need not be what its call runs first
+        return None
+    code = predicate.__code__
+    if code.co_argcount < 2 or code.co_flags & _NOT_PLAIN:
         return None
     record_name, product_name = code.co_varnames[:2]
     steps = [(i.opname, i.argval, i.offset) for i in dis.get_instructions(code)]
@@ -571,7 +614,7 @@ Answer = tuple[str, object, Optional[Home]]
 
 def decode(scope: int, answer: list[object]) -> Answer:
     """One answer (parsed with `part` as its object hook, its shape checked by protocol.parse_answers) as
-    the predicate will get it: a number or text as it is (handle -1), a list as the parsed list, an
+    the predicate will get it: a number or text as it is (handle -1), a list as a tuple of its parts, an
     object (or a value that crossed as text, such as a Fraction) as a Remote."""
     kind = answer[0]
     if kind == "v":
@@ -580,7 +623,7 @@ def decode(scope: int, answer: list[object]) -> Answer:
             return "value", data, None
         home = (scope, handle, type_name)
         if type(data) is list:
-            return "value", data, home
+            return "value", _tuple(data), home  # type: ignore[arg-type]
         fields = data if type(data) is Remote else None
         data = FIELDS if fields is not None else data
         return "value", _answer(scope, handle, type_name, fields, "", own, data), home  # type: ignore[arg-type]

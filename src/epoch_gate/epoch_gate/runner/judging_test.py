@@ -44,12 +44,27 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
     assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None, None]
 
 
-def test_a_list_reads_as_a_list_at_every_depth() -> None:
+def test_a_list_reads_as_a_tuple_at_every_depth() -> None:
     value = _answer({"grid": [[1, 2], [{"x": [3]}]]})
-    assert value.grid[0] == [1, 2] and value.grid[1][0].x == [3]  # type: ignore[attr-defined]
-    assert type(value.grid[1][0]) is judging.Remote  # type: ignore[attr-defined]
-    copy = judging.plain(value)
-    assert copy == {"grid": [[1, 2], [{"x": [3]}]]} and copy["grid"] is not value.grid  # type: ignore[attr-defined]
+    assert value.grid[0] == (1, 2) and value.grid[1][0].x == (3,)  # type: ignore[attr-defined]
+    assert judging.plain(value) == {"grid": [[1, 2], [{"x": [3]}]]}
+
+
+def test_a_product_value_is_read_only() -> None:
+    """What a predicate reads is what the product answered, in every run of it: no run can change it for
+    the next (how many runs a record gets depends on its batch), nor move a part it passes back."""
+    value = _answer({"total": 5, "lines": [{"gross": 2}]})
+    for change in (
+        lambda: setattr(value, "total", 6),
+        lambda: delattr(value, "total"),
+        lambda: setattr(value.lines[0], "gross", 3),  # type: ignore[attr-defined]
+        lambda: setattr(value, "_at", None),
+    ):
+        with pytest.raises(judging.HandleMisused):
+            change()
+    with pytest.raises(AttributeError):
+        value.lines.sort()  # type: ignore[attr-defined]
+    assert judging.plain(value) == {"total": 5, "lines": [{"gross": 2}]}
 
 
 def test_a_part_passed_back_is_found_where_the_child_holds_it() -> None:
@@ -72,7 +87,7 @@ def test_a_cycle_the_predicate_made_is_walked_once() -> None:
     session = judging.Session()
     root = _answer({"lines": [{"gross": 2}]})
     session.log.append((b"call", ("value", root, (1, 0, "Totals"))))
-    root.me = root  # type: ignore[attr-defined]
+    root.__dict__["me"] = root  # a Remote refuses assignment: only its __dict__, on purpose, makes a cycle
     judging.Session.current = session
     try:
         assert judging._ref(root.lines[0]) == [1, 0, ["lines", 0]]  # type: ignore[attr-defined]
@@ -135,3 +150,20 @@ def test_the_opening_call_is_found_only_when_nothing_of_the_predicate_runs_befor
         assert (call.opname, call.argval) == ("CALL_METHOD", 1)
     else:
         assert found is None
+
+
+def test_a_wrapper_that_shows_its_functions_code_has_no_opening() -> None:
+    """A decorator object that forwards attributes to the function it wraps (as wrapt's do) shows that
+    function's code, but its call runs its own first (here: it changes the record)."""
+
+    def wrapped(record: dict[str, object], product: judging.Product) -> bool:
+        return product.app.f(record) is True  # type: ignore[attr-defined,no-any-return]
+
+    class Defaults:
+        def __getattr__(self, name: str) -> object:
+            return getattr(wrapped, name)
+
+        def __call__(self, record: dict[str, object], product: judging.Product) -> bool:
+            return wrapped({**record, "currency": "EUR"}, product)
+
+    assert judging.opening(wrapped) is not None and judging.opening(Defaults()) is None

@@ -39,7 +39,7 @@ from epoch_gate.evidence.manifest import Manifest
 from epoch_gate.evidence.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
-from epoch_gate.runner import judging
+from epoch_gate.runner import judging, protocol
 from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
@@ -114,28 +114,46 @@ class _Speculation:
                 self.head = head
 
 
-_SCAN = json.JSONDecoder().scan_once
+# Strict: a record with NaN, Infinity or a number no float holds is parsed by its run instead (json.loads,
+# as before), so that it never crosses as its own bytes (`_exactly`).
+_SCAN = json.JSONDecoder(parse_constant=protocol.refuse_constant, parse_float=protocol.finite).scan_once
 
 
-def _parsed(batch: Batch) -> Optional[list[object]]:
+def _exactly(line: str) -> bool:
+    """Whether a record's text may cross as its own bytes: the child, which parses its calls as UTF-8
+    JSON, then reads the very value the parent parsed, one the parent could encode itself (no lone
+    surrogate) and in which no object is a reference (the protocol's "\\u0000ref" key)."""
+    return "\\u0000" not in line and "\\ud" not in line and "\\uD" not in line
+
+
+def _parsed(batch: Batch) -> list[object]:
     """Each record parsed for its first run, from one decoding of the whole batch (json.loads per record
-    costs more than the parse itself): the value that spans exactly the record's text, else UNPARSED
-    (its run parses it with json.loads, which says why). None when the batch is not UTF-8."""
+    costs more than the parse itself): the value that spans exactly the record's UTF-8 text, which may
+    then cross as its bytes, else UNPARSED (its run parses it with json.loads, which says why)."""
     try:
-        text = b"\n".join([raw for _, raw in batch]).decode("utf-8", "surrogatepass")
-    except UnicodeDecodeError:
-        return None
+        lines = [b"\n".join([raw for _, raw in batch]).decode("utf-8")]
+    except UnicodeDecodeError:  # each record on its own: whether one is exact never depends on its batch
+        lines = [_text(raw) for _, raw in batch]
     parsed: list[object] = []
-    start = 0
-    for line in text.split("\n"):
-        end = start + len(line)
-        try:
-            value, stop = _SCAN(text, start)
-        except (StopIteration, ValueError, RecursionError):
-            value, stop = judging.UNPARSED, -1
-        parsed.append(value if stop == end else judging.UNPARSED)
-        start = end + 1
+    for text in lines:
+        start = 0
+        for line in text.split("\n"):
+            end = start + len(line)
+            try:
+                value, stop = _SCAN(text, start)
+            except (StopIteration, ValueError, RecursionError):
+                value, stop = judging.UNPARSED, -1
+            parsed.append(value if stop == end and _exactly(line) else judging.UNPARSED)
+            start = end + 1
     return parsed
+
+
+def _text(raw: bytes) -> str:
+    """The record's UTF-8 text, or a text that parses as nothing."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd"
 
 
 class _BatchRun:
@@ -158,7 +176,8 @@ class _BatchRun:
         self.sessions = [judging.Session() for _ in batch]
         self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
         self.waiting: list[int] = list(range(len(batch)))
-        self.parsed = _parsed(batch)  # each record for its first run; None once used
+        self.parsed: Optional[list[object]] = _parsed(batch)  # each record for its first run; None once used
+        self.exact = [value is not judging.UNPARSED for value in self.parsed]  # may cross as its bytes
 
     def start(self, speculation: _Speculation) -> list[bytes]:
         """The first calls: the speculated ones, or those the predicate makes when run."""
@@ -173,11 +192,11 @@ class _BatchRun:
         """Runs every record still waiting; returns the calls they now wait on, in order."""
         waiting, calls = [], []
         run, predicate, batch, sessions, parsed = judging.run, self.predicate, self.batch, self.sessions, self.parsed
-        opening = self.opening
+        opening, exact = self.opening, self.exact
         for index in self.waiting:
             session = sessions[index]
             record = judging.UNPARSED if parsed is None else parsed[index]
-            verdict = run(predicate, batch[index][1], session, record, opening)
+            verdict = run(predicate, batch[index][1], session, record, opening if exact[index] else None)
             if verdict is None:
                 waiting.append(index)
                 calls.append(session.pending)

@@ -220,7 +220,28 @@ def test_a_batch_parses_once_and_each_record_is_exactly_its_own_value() -> None:
         judging.UNPARSED,
         {"s": "é"},
     ]
-    assert replay._parsed(_records([b'{"id":1}', b'{"s":"\xff"}'])) is None  # not UTF-8: each on its own
+    # Not UTF-8: each record on its own, so that whether one is parsed here never depends on its batch
+    assert replay._parsed(_records([b'{"id":1}', b'{"s":"\xff"}'])) == [{"id": 1}, judging.UNPARSED]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":NaN}',
+        b'{"a":-Infinity}',
+        b'{"a":1e999}',  # no float holds it
+        b'{"s":"\\ud800"}',  # a lone surrogate, which the parent could not encode
+        b'{"s":"\\uD83D\\uDE00"}',  # a pair is left to json.loads too: it is read the same either way
+        b'{"x":{"\\u0000ref":[1,0,[]]}}',  # the protocol's reference key
+        b'\xef\xbb\xbf{"a":1}',  # a byte order mark, which json.loads skips and the child would not
+        b'{"s":"\xed\xa0\x80"}',  # a surrogate written as UTF-8 bytes
+    ],
+)
+def test_a_record_that_could_not_cross_as_its_own_bytes_is_left_to_json_loads(raw: bytes) -> None:
+    """Only a record the child reads as the very value the parent parsed, one the parent could encode
+    itself, may cross as its own bytes in the predicate's opening call: any other is parsed by its run, and
+    its call encodes it as any argument."""
+    assert replay._parsed(_records([b'{"id":1}', raw])) == [{"id": 1}, judging.UNPARSED]
 
 
 def test_a_record_the_batch_could_not_parse_is_judged_as_json_loads_reads_it(tmp_path: Path) -> None:

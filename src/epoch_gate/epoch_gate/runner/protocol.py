@@ -73,11 +73,11 @@ def drop(scope: int) -> bytes:
     return frame(DROP, b"%d" % scope)
 
 
-def _refuse_constant(token: str) -> object:
+def refuse_constant(token: str) -> object:
     raise ValueError(f"{token} is not JSON")
 
 
-def _finite(token: str) -> float:
+def finite(token: str) -> float:
     value = float(token)
     if value in (math.inf, -math.inf):  # 1e999 is JSON's text for a number no float holds
         raise ValueError(f"{token[:40]} is not a finite number")
@@ -88,7 +88,7 @@ def loads(payload: bytes, object_hook: Callable[[dict[str, Any]], object]) -> ob
     """JSON as the parent reads what the child says: finite numbers, plain values only; each object
     through `object_hook`."""
     try:
-        return json.loads(payload, parse_constant=_refuse_constant, parse_float=_finite, object_hook=object_hook)
+        return json.loads(payload, parse_constant=refuse_constant, parse_float=finite, object_hook=object_hook)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"a payload that is not JSON ({type(exc).__name__})") from None
 
