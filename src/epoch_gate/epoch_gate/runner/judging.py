@@ -119,8 +119,8 @@ class Remote(_Refusing):
     attributes: a field read is Python's own attribute lookup, with no call of ours. `_at` (a slot, which
     no field can shadow) says where the value is: (scope, handle, class name, why it is not data, its own
     properties or None when they did not cross, its data when that is not its fields: FIELDS) for an
-    answer, None for a part of one, which is found in its record's answers when it is passed back
-    (`_ref`)."""
+    answer, unset for a part of one (`_where`), which is found in its record's answers when it is passed
+    back (`_ref`). It refuses assignment: every run of a predicate reads what the product answered."""
 
     __slots__ = ("_at", "__dict__")
 
@@ -135,7 +135,8 @@ class Remote(_Refusing):
     def __getitem__(self, key: str) -> Any:
         fields = self.__dict__
         if type(key) is not str or key not in fields:
-            why = self._at[3] if self._at is not None else ""
+            at = _where(self)
+            why = at[3] if at is not None else ""
             raise NotData(f"{_type(self)} has no item {key!r}" + (f" ({why})" if why else ""))
         return fields[key]
 
@@ -161,6 +162,15 @@ class Remote(_Refusing):
 _new = object.__new__
 _set_fields = Remote.__dict__["__dict__"].__set__
 _set_at = Remote.__dict__["_at"].__set__
+_get_at = Remote.__dict__["_at"].__get__
+
+
+def _where(value: Remote) -> Optional[tuple[Any, ...]]:
+    """An answer's `_at`, or None for a part (whose slot is never set: one assignment less per object)."""
+    try:
+        return _get_at(value, Remote)  # type: ignore[no-any-return]
+    except AttributeError:
+        return None
 
 
 def part(fields: dict[str, object]) -> Remote:
@@ -174,8 +184,7 @@ def part(fields: dict[str, object]) -> Remote:
                     fields[key] = _tuple(found)
             break
     value = _new(Remote)
-    _set_fields(value, fields)
-    _set_at(value, None)
+    _set_fields(value, fields)  # its `_at` unset: a part (`_where`)
     return value
 
 
@@ -213,8 +222,9 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
         if home is None:
             continue
         path = _path_to(value, answer)
-        if path is None and type(answer) is Remote and answer._at is not None:
-            path = _path_to(value, answer._at[4])  # a property's value: the child reads it by name too
+        at = _where(answer) if type(answer) is Remote else None
+        if path is None and at is not None:
+            path = _path_to(value, at[4])  # a property's value: the child reads it by name too
         if path is not None:
             return home, path
     return None
@@ -244,7 +254,7 @@ def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
 
 def _ref(value: Remote) -> list[object]:
     """Where the child holds the value: [scope, handle, path from the answer]."""
-    at = value._at
+    at = _where(value)
     if at is not None:
         return [at[0], at[1], []]
     found = _locate(value)
@@ -256,8 +266,9 @@ def _ref(value: Remote) -> list[object]:
 
 def _type(value: Remote) -> str:
     """What this value is, for messages: the answer's class and the path to this part of it."""
-    if value._at is not None:
-        return value._at[2]  # type: ignore[no-any-return]
+    at = _where(value)
+    if at is not None:
+        return at[2]  # type: ignore[no-any-return]
     found = _locate(value)
     if found is None:
         return "product value"
@@ -291,7 +302,7 @@ class Method(_Refusing):
         return self._value()[key]
 
     def _value(self) -> Any:
-        of, at = self._of, self._of._at
+        of, at = self._of, _where(self._of)
         if at is not None and (at[3] or at[1] == -1):
             raise self._missing()
         session = Session.current
@@ -312,7 +323,7 @@ class Method(_Refusing):
         return own.__dict__[self._name]
 
     def _missing(self) -> NotData:
-        at = self._of._at
+        at = _where(self._of)
         why = f" ({at[3]})" if at is not None and at[3] else ""
         return NotData(f"{_type(self._of)} has no field {self._name}{why}")
 
@@ -452,7 +463,7 @@ def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict
 
     if type(node) is not Remote:
         return [plain_part(item) for item in node]
-    at = node._at  # type: ignore[union-attr]
+    at = _where(node)  # type: ignore[arg-type]
     if at is not None and at[3]:
         raise NotData(f"{_type(node)} is not data ({at[3]})")  # type: ignore[arg-type]
     if at is not None and at[5] is not FIELDS:
