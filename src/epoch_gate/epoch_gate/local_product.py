@@ -25,9 +25,9 @@ class OracleFailed(AssertionError):
 def verdict(predicate: Predicate, record: Mapping[str, object]) -> judging.Verdict:
     """The record's verdict as the replay would give it, running the product in this process."""
     raw = json.dumps(record, separators=(",", ":")).encode()
-    server, session, scope, opening = Server(), judging.Session(), 1, judging.opening(predicate)
+    server, session, scope = Server(), judging.Session(), 1
     for _ in range(MAX_CALLS):
-        found = judging.run(predicate, raw, session, judging.UNPARSED, opening)
+        found = judging.run(predicate, raw, session)
         if found is not None:
             return found
         assert session.pending is not None

@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 
@@ -894,3 +894,29 @@ def test_each_property_of_an_answer_is_read_once(tmp_path: Path) -> None:
 def test_a_call_the_child_cannot_parse_is_the_oracles_not_the_products() -> None:
     (answer,) = json.loads(Server().answers(1, Server().read_calls([b'[{"m":"json.dumps"},[1],{}'])))
     assert answer == ["u", "a call that is not JSON"]
+
+
+@pytest.mark.parametrize(
+    "odd", [None, {"note": "\U0001F600"}, {"note": "\u0000"}], ids=["all-exact", "escaped-pair", "escaped-nul"]
+)
+def test_a_record_that_cannot_cross_as_its_bytes_leaves_later_batches_sent_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: Optional[dict[str, str]]
+) -> None:
+    """A record that may not cross as its own bytes (here one json.dumps escapes) is encoded, and its batch
+    is run first; the batches after it are still sent ahead: about one run per record, not two."""
+    world = sandbox(
+        tmp_path,
+        "def opening(record, product):\n    return product.split_app.amount(record) >= 0\n",
+        "def amount(record):\n    return record['amount']\n",
+        records=400,
+    )
+    lines = [json.dumps({"id": i, "amount": i}) for i in range(1, 401)]
+    if odd is not None:
+        lines[2] = json.dumps({"id": 3, "amount": 3, **odd})
+    (world / "payments.jsonl").write_text("\n".join(lines) + "\n")
+    runs: list[bytes] = []
+    run = judging.run
+    monkeypatch.setattr(judging, "run", lambda predicate, raw, *rest: runs.append(raw) or run(predicate, raw, *rest))
+    outcome = replayed(world, prop("opening", "opening"))["opening"]
+    assert (outcome.outcome, outcome.records) == ("pass", 400)
+    assert len(runs) < 500, len(runs)

@@ -143,6 +143,12 @@ class Remote(_Refusing):
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": _ref(self)}, args, kwargs)
 
+    def __copy__(self) -> Remote:
+        return self  # read-only: a copy would be the same value
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Remote:
+        return self
+
     def __setattr__(self, name: str, value: object) -> None:
         raise HandleMisused(f"{self!r} changed (.{name} =): a product value is read as it was answered")
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import dis
 import json
 
@@ -64,6 +65,7 @@ def test_a_product_value_is_read_only() -> None:
             change()
     with pytest.raises(AttributeError):
         value.lines.sort()  # type: ignore[attr-defined]
+    assert copy.copy(value) is value and copy.deepcopy(value.lines[0]) is value.lines[0]  # type: ignore[attr-defined]
     assert judging.plain(value) == {"total": 5, "lines": [{"gross": 2}]}
 
 
