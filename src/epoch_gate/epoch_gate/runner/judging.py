@@ -32,7 +32,7 @@ import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
 from dataclasses import dataclass
-from types import CodeType, FunctionType
+from types import CodeType, FunctionType, MappingProxyType
 from typing import Any, Callable, Optional, Sequence, Union
 
 from epoch_gate.runner.protocol import REF
@@ -112,7 +112,14 @@ class _Refusing:
     __str__ = __format__ = _misuse("as text (str, format, an f-string)")
 
 
-class Remote(_Refusing):
+class _Held(_Refusing):
+    """Where a Remote keeps its fields and its location: slots no field can shadow, and a field dict that
+    only this module reaches (`fields_of`); `vars()` and `__dict__` give a read-only view of it."""
+
+    __slots__ = ("_at", "__dict__")
+
+
+class Remote(_Held):
     """A value the product returned, or a part of it: data to read, a handle to pass back.
 
     Every JSON object of an answer becomes one as the answer is parsed (`part`), its fields as its own
@@ -122,7 +129,11 @@ class Remote(_Refusing):
     answer, unset for a part of one (`_where`), which is found in its record's answers when it is passed
     back (`_ref`). It refuses assignment: every run of a predicate reads what the product answered."""
 
-    __slots__ = ("_at", "__dict__")
+    __slots__ = ()
+
+    @property
+    def __dict__(self) -> MappingProxyType[str, object]:  # type: ignore[override]
+        return MappingProxyType(fields_of(self))
 
     def __repr__(self) -> str:
         return f"<product {_type(self)}>"
@@ -133,7 +144,7 @@ class Remote(_Refusing):
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:
-        fields = self.__dict__
+        fields = fields_of(self)
         if type(key) is not str or key not in fields:
             at = _where(self)
             why = at[3] if at is not None else ""
@@ -166,15 +177,21 @@ class Remote(_Refusing):
 
 
 _new = object.__new__
-_set_fields = Remote.__dict__["__dict__"].__set__
-_set_at = Remote.__dict__["_at"].__set__
-_get_at = Remote.__dict__["_at"].__get__
+_set_fields = _Held.__dict__["__dict__"].__set__
+_get_fields = _Held.__dict__["__dict__"].__get__
+_set_at = _Held.__dict__["_at"].__set__
+_get_at = _Held.__dict__["_at"].__get__
+
+
+def fields_of(value: Remote) -> dict[str, object]:
+    """The value's own field dict (the parent's parse of the answer): to read, never to change."""
+    return _get_fields(value, _Held)  # type: ignore[no-any-return]
 
 
 def _where(value: Remote) -> Optional[tuple[Any, ...]]:
     """An answer's `_at`, or None for a part (whose slot is never set: one assignment less per object)."""
     try:
-        return _get_at(value, Remote)  # type: ignore[no-any-return]
+        return _get_at(value, _Held)  # type: ignore[no-any-return]
     except AttributeError:
         return None
 
@@ -249,7 +266,7 @@ def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
             continue
         seen.add(id(current))
         if type(current) is Remote:
-            items: Any = current.__dict__.items()
+            items: Any = fields_of(current).items()
         elif type(current) is tuple:
             items = enumerate(current)  # type: ignore[arg-type]
         else:
@@ -324,9 +341,9 @@ class Method(_Refusing):
                 if session is not None:
                     session.properties[key] = found
             own = found if type(found) is Remote else None
-        if own is None or self._name not in own.__dict__:
+        if own is None or self._name not in fields_of(own):
             raise self._missing()
-        return own.__dict__[self._name]
+        return fields_of(own)[self._name]
 
     def _missing(self) -> NotData:
         at = _where(self._of)
@@ -454,7 +471,7 @@ def plain(value: Any) -> Any:
                 raise OracleError("plain() of a product value that holds itself (a cycle the predicate made)")
             walking.add(key)
             pending.append((node, True))
-            items = node.__dict__.values() if type(node) is Remote else node
+            items = fields_of(node).values() if type(node) is Remote else node  # type: ignore[arg-type]
             pending += [(item, False) for item in items]
     return made.get(id(value), value) if type(value) in (Remote, list, tuple) else value
 
@@ -474,7 +491,7 @@ def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict
         raise NotData(f"{_type(node)} is not data ({at[3]})")  # type: ignore[arg-type]
     if at is not None and at[5] is not FIELDS:
         return at[5]
-    return {key: plain_part(item) for key, item in node.__dict__.items()}
+    return {key: plain_part(item) for key, item in fields_of(node).items()}  # type: ignore[arg-type]
 
 
 def refused(call: Callable[[], object], *names: str) -> bool:

@@ -65,6 +65,11 @@ def test_a_product_value_is_read_only() -> None:
             change()
     with pytest.raises(AttributeError):
         value.lines.sort()  # type: ignore[attr-defined]
+    for view in (vars(value), value.__dict__, vars(value.lines[0])):  # type: ignore[attr-defined]
+        with pytest.raises(AttributeError):
+            view.pop("total")  # type: ignore[attr-defined]
+        with pytest.raises(TypeError):
+            view["total"] = 6  # type: ignore[index]
     assert copy.copy(value) is value and copy.deepcopy(value.lines[0]) is value.lines[0]  # type: ignore[attr-defined]
     assert judging.plain(value) == {"total": 5, "lines": [{"gross": 2}]}
 
@@ -89,7 +94,7 @@ def test_a_cycle_the_predicate_made_is_walked_once() -> None:
     session = judging.Session()
     root = _answer({"lines": [{"gross": 2}]})
     session.log.append((b"call", ("value", root, (1, 0, "Totals"))))
-    root.__dict__["me"] = root  # a Remote refuses assignment: only its __dict__, on purpose, makes a cycle
+    judging.fields_of(root)["me"] = root  # a Remote refuses change: only the runner's own access makes a cycle
     judging.Session.current = session
     try:
         assert judging._ref(root.lines[0]) == [1, 0, ["lines", 0]]  # type: ignore[attr-defined]
