@@ -28,6 +28,7 @@ import dis
 import inspect
 import json
 import operator
+import re
 import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
@@ -569,9 +570,22 @@ def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: di
         + b",".join(_dump(key) + b":" + _dump(value) for key, value in kwargs.items())
         + b"}]"
     )
-    if encoded.count(_REF_KEY) != _REFS_MADE[0] - made:
+    made = _REFS_MADE[0] - made
+    if encoded.count(_REF_KEY) != made and _references(encoded) != made:  # parsed only when the text shows one
         raise ValueError(f"it holds the key {_REF_KEY.decode()}, which the protocol keeps for a product value")
     return encoded
+
+
+def _references(encoded: bytes) -> int:
+    """How many objects of the encoded call the child reads as references: those whose only key is REF."""
+    found = [0]
+
+    def count(fields: dict[str, object]) -> dict[str, object]:
+        found[0] += len(fields) == 1 and REF in fields
+        return fields
+
+    json.loads(encoded, object_hook=count)
+    return found[0]
 
 
 Opening = tuple[CodeType, int]  # a predicate's code, and the offset of its opening call in it
@@ -732,6 +746,22 @@ UNPARSED = object()
 PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle-misused", "artifact-malformed"
 
 
+MAX_DEPTH = 256  # a record's nesting: far enough below Python's recursion limit for every parse of it
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _depth(raw: bytes) -> int:
+    """How deep the record's arrays and objects nest (its strings aside)."""
+    depth = deepest = 0
+    for byte in _STRING.sub(b"", raw):
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
 def _message(exc: BaseException, describe: Optional[Callable[[], str]] = None) -> str:
     """The exception's message (or `describe()`), or why it cannot be shown (`assert t.ok, t` holds a
     product value, which refuses to become text)."""
@@ -757,6 +787,10 @@ def run(
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
     `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
     so every later run parses it afresh. `at`: the predicate's `opening`."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
+        # refused before any parse: how deep the parser can go depends on the stack it is called from,
+        # which differs between a first run and a rerun
+        return Verdict(False, f"the record is nested deeper than {MAX_DEPTH}", ARTIFACT_MALFORMED)
     if record is UNPARSED:
         try:
             record = json.loads(raw)

@@ -174,3 +174,45 @@ def test_a_wrapper_that_shows_its_functions_code_has_no_opening() -> None:
             return wrapped({**record, "currency": "EUR"}, product)
 
     assert judging.opening(wrapped) is not None and judging.opening(Defaults()) is None
+
+
+@pytest.mark.parametrize(
+    "argument, refused",
+    [
+        (["\u0000ref"], False),  # text, not a key
+        ({"name": "\u0000ref"}, False),
+        ({"\u0000ref": 1, "other": 2}, False),  # the child reads a reference only from the key alone
+        ({"\u0000ref": [1, 0, []]}, True),
+        ([{"x": {"\u0000ref": 1}}], True),
+    ],
+)
+def test_only_data_the_child_would_read_as_a_reference_is_refused(argument: object, refused: bool) -> None:
+    def predicate(record: object, product: judging.Product) -> bool:
+        return product.app.f(argument) == 1  # type: ignore[attr-defined,no-any-return]
+
+    session = judging.Session()
+    verdict = judging.run(predicate, b"{}", session)
+    if refused:
+        assert verdict is not None and verdict.error == "predicate-error"
+        assert verdict.detail == (
+            'an argument of app.f is not data: it holds the key "\\u0000ref", which the protocol keeps for a '
+            "product value"
+        )
+    else:
+        assert verdict is None and session.pending is not None  # the call is sent
+
+
+@pytest.mark.parametrize("depth, malformed", [(256, False), (257, True), (990, True)])
+def test_a_record_nested_too_deep_is_malformed_before_any_parse(depth: int, malformed: bool) -> None:
+    """However deep the stack a run starts from (a first run, a rerun), the same record gets the same
+    verdict: the depth is counted, strings aside, before the parser could run out of stack."""
+    raw = ("[" * depth + '"]]]{[["' + "]" * depth).encode()
+
+    def predicate(record: object, product: judging.Product) -> bool:
+        return True
+
+    verdict = judging.run(predicate, raw, judging.Session())
+    if malformed:
+        assert verdict == judging.Verdict(False, "the record is nested deeper than 256", "artifact-malformed")
+    else:
+        assert verdict == judging.HELD
