@@ -155,11 +155,14 @@ class Remote(_Held):
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": _ref(self)}, args, kwargs)
 
-    def __copy__(self) -> Remote:
+    def __copy__(self) -> Remote:  # looked up on the class: no field can stand in for it
         return self  # read-only: a copy would be the same value
 
-    def __deepcopy__(self, memo: dict[int, object]) -> Remote:
-        return self
+    # copy.deepcopy looks it up on the value itself, where a field would win over a method, not a property
+    __deepcopy__ = property(lambda self: lambda memo: self)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*fields_of(self), *dir(type(self))})
 
     def __setattr__(self, name: str, value: object) -> None:
         raise HandleMisused(f"{self!r} changed (.{name} =): a product value is read as it was answered")
@@ -747,19 +750,26 @@ PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle
 
 
 MAX_DEPTH = 256  # a record's nesting: far enough below Python's recursion limit for every parse of it
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# A JSON string, or the rest of the line from an unclosed one (so that the scan stays linear)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def _depth(raw: bytes) -> int:
-    """How deep the record's arrays and objects nest (its strings aside)."""
-    depth = deepest = 0
-    for byte in _STRING.sub(b"", raw):
-        if byte in b"[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in b"]}":
-            depth -= 1
-    return deepest
+def too_deep(raw: bytes) -> bool:
+    """Whether the record's arrays and objects nest deeper than MAX_DEPTH (its strings aside), read in
+    the encoding json.loads would read it in."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:  # the bytes of a bracket are the same in UTF-16/32
+        return False
+    try:
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+    except (UnicodeDecodeError, LookupError):
+        return False  # not text: json.loads says so
+    depth = 0
+    for bracket in _NOT_A_BRACKET.sub("", _STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
 
 
 def _message(exc: BaseException, describe: Optional[Callable[[], str]] = None) -> str:
@@ -787,7 +797,7 @@ def run(
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
     `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
     so every later run parses it afresh. `at`: the predicate's `opening`."""
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _depth(raw) > MAX_DEPTH:
+    if too_deep(raw):
         # refused before any parse: how deep the parser can go depends on the stack it is called from,
         # which differs between a first run and a rerun
         return Verdict(False, f"the record is nested deeper than {MAX_DEPTH}", ARTIFACT_MALFORMED)

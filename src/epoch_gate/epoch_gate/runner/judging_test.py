@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import dis
 import json
+import time
 
 import pytest
 
@@ -30,6 +31,7 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
             "__bool__": True,
             "__dict__": {},
             "_at": [9, 9, "Evil", "", None, None],
+            "__deepcopy__": {},
             "lines": [{"gross": 2}],
             "owner": {"name": "x"},
         }
@@ -43,6 +45,7 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
     assert isinstance(line, judging.Remote) and line.gross == 2  # type: ignore[attr-defined]
     assert isinstance(value.owner, judging.Remote) and value.owner.name == "x"  # type: ignore[attr-defined]
     assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None, None]
+    assert copy.deepcopy(value) is value  # the field `__deepcopy__` does not stand in for the runner's
 
 
 def test_a_list_reads_as_a_tuple_at_every_depth() -> None:
@@ -70,6 +73,7 @@ def test_a_product_value_is_read_only() -> None:
             view.pop("total")  # type: ignore[attr-defined]
         with pytest.raises(TypeError):
             view["total"] = 6  # type: ignore[index]
+    assert {"total", "lines"} <= set(dir(value))
     assert copy.copy(value) is value and copy.deepcopy(value.lines[0]) is value.lines[0]  # type: ignore[attr-defined]
     assert judging.plain(value) == {"total": 5, "lines": [{"gross": 2}]}
 
@@ -202,11 +206,13 @@ def test_only_data_the_child_would_read_as_a_reference_is_refused(argument: obje
         assert verdict is None and session.pending is not None  # the call is sent
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16-le", "utf-32"])
 @pytest.mark.parametrize("depth, malformed", [(256, False), (257, True), (990, True)])
-def test_a_record_nested_too_deep_is_malformed_before_any_parse(depth: int, malformed: bool) -> None:
+def test_a_record_nested_too_deep_is_malformed_before_any_parse(depth: int, malformed: bool, encoding: str) -> None:
     """However deep the stack a run starts from (a first run, a rerun), the same record gets the same
-    verdict: the depth is counted, strings aside, before the parser could run out of stack."""
-    raw = ("[" * depth + '"]]]{[["' + "]" * depth).encode()
+    verdict: the depth is counted, strings aside, in the encoding json.loads reads, before the parser
+    could run out of stack."""
+    raw = ("[" * depth + '"]\\"]]{[["' + "]" * depth).encode(encoding)
 
     def predicate(record: object, product: judging.Product) -> bool:
         return True
@@ -216,3 +222,11 @@ def test_a_record_nested_too_deep_is_malformed_before_any_parse(depth: int, malf
         assert verdict == judging.Verdict(False, "the record is nested deeper than 256", "artifact-malformed")
     else:
         assert verdict == judging.HELD
+
+
+def test_the_depth_of_a_malformed_line_is_counted_in_linear_time() -> None:
+    """Unclosed strings of escaped quotes: a scan from each quote to the end took minutes at 160 KB."""
+    raw = ("[" * 300 + '"' + '\\"' * 200_000).encode()
+    started = time.perf_counter()
+    assert judging.too_deep(raw)
+    assert time.perf_counter() - started < 2

@@ -148,7 +148,9 @@ def _parsed(batch: Batch) -> list[object]:
                 value, stop = _SCAN(text, start)
             except (StopIteration, ValueError, RecursionError):
                 value, stop = judging.UNPARSED, -1
-            parsed.append(value if stop == end and _exactly(line) else judging.UNPARSED)
+            deep = line.count("[") + line.count("{") > judging.MAX_DEPTH and judging.too_deep(line.encode())
+            exact = stop == end and _exactly(line) and not deep  # a record too deep never reaches the child
+            parsed.append(value if exact else judging.UNPARSED)
             start = end + 1
     return parsed
 
