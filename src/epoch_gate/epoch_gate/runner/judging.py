@@ -259,7 +259,7 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
 
 def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
     """The path from `node` to `value` (by identity, without recursion), or None. Each object is walked
-    once: a predicate may have made a cycle (`t.me = t`)."""
+    once, so that even a cycle made through `fields_of` ends."""
     pending: list[tuple[object, list[Union[str, int]]]] = [(node, [])]
     seen: set[int] = set()
     while pending:
@@ -764,6 +764,13 @@ def too_deep(raw: bytes) -> bool:
         text = raw.decode(json.detect_encoding(raw), "surrogatepass")
     except (UnicodeDecodeError, LookupError):
         return False  # not text: json.loads says so
+    return text_too_deep(text)
+
+
+def text_too_deep(text: str) -> bool:
+    """`too_deep` of a record's text."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
     depth = 0
     for bracket in _NOT_A_BRACKET.sub("", _STRING.sub("", text)):
         depth += 1 if bracket in "[{" else -1

@@ -3,7 +3,6 @@ from __future__ import annotations
 import copy
 import dis
 import json
-import time
 
 import pytest
 
@@ -224,9 +223,10 @@ def test_a_record_nested_too_deep_is_malformed_before_any_parse(depth: int, malf
         assert verdict == judging.HELD
 
 
-def test_the_depth_of_a_malformed_line_is_counted_in_linear_time() -> None:
-    """Unclosed strings of escaped quotes: a scan from each quote to the end took minutes at 160 KB."""
-    raw = ("[" * 300 + '"' + '\\"' * 200_000).encode()
-    started = time.perf_counter()
-    assert judging.too_deep(raw)
-    assert time.perf_counter() - started < 2
+def test_the_depth_of_a_malformed_line_is_counted_in_one_pass() -> None:
+    """An unclosed string runs to the end of the line: a scan that looked for its end from every escaped
+    quote took minutes on a line of 160 KB."""
+    unclosed = '"' + '\\"' * 1000
+    found = judging._STRING.match(unclosed)
+    assert found is not None and found.end() == len(unclosed)
+    assert judging.too_deep(("[" * 300 + unclosed).encode())

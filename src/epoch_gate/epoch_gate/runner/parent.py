@@ -148,8 +148,8 @@ def _parsed(batch: Batch) -> list[object]:
                 value, stop = _SCAN(text, start)
             except (StopIteration, ValueError, RecursionError):
                 value, stop = judging.UNPARSED, -1
-            deep = line.count("[") + line.count("{") > judging.MAX_DEPTH and judging.too_deep(line.encode())
-            exact = stop == end and _exactly(line) and not deep  # a record too deep never reaches the child
+            # a record too deep never reaches the child
+            exact = stop == end and _exactly(line) and not judging.text_too_deep(line)
             parsed.append(value if exact else judging.UNPARSED)
             start = end + 1
     return parsed

@@ -235,6 +235,7 @@ def test_a_batch_parses_once_and_each_record_is_exactly_its_own_value() -> None:
         b'{"x":{"\\u0000ref":[1,0,[]]}}',  # the protocol's reference key
         b'\xef\xbb\xbf{"a":1}',  # a byte order mark, which json.loads skips and the child would not
         b'{"s":"\xed\xa0\x80"}',  # a surrogate written as UTF-8 bytes
+        b"[" * 300 + b"]" * 300,  # nested deeper than a run reads: never sent ahead to the child
     ],
 )
 def test_a_record_that_could_not_cross_as_its_own_bytes_is_left_to_json_loads(raw: bytes) -> None:
