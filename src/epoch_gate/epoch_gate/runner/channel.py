@@ -282,8 +282,10 @@ class Channel:
         if self._fate.failure is not None:
             raise self._fate.failure
 
-    def send(self, scope: int, calls: list[bytes], own: bool = True) -> None:
-        self._outbox.put(protocol.calls(scope, calls, own))
+    def send(
+        self, scope: int, calls: list[bytes], names: protocol.Projection = None, whole: Sequence[int] = ()
+    ) -> None:
+        self._outbox.put(protocol.calls(scope, calls, names, whole))
 
     def drop(self, scope: int) -> None:
         self._outbox.put(protocol.drop(scope))

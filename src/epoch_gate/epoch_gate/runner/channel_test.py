@@ -26,7 +26,7 @@ while True:
     kind, payload = got
     if kind == protocol.DROP:
         continue
-    count = payload.count(b"\\n") - (mode == "one short") + (mode == "one more")
+    count = payload.count(b"\\n") - 1 - (mode == "one short") + (mode == "one more")
     if mode == "stops at the second property" and b'"m":"fake_app.b"' in payload:
         sys.exit(0)
     if mode == "exits" and answered:

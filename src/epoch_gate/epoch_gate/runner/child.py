@@ -61,7 +61,6 @@ class Server:
         self.scopes: dict[int, list[object]] = {}
         self.names: dict[str, object] = {}
         self.unresolved = ""  # why the call being read has an argument that names nothing
-        self.own = True  # the batch's answers carry their own properties
 
     def _named(self, name: str) -> object:
         found = self.names.get(name)
@@ -148,10 +147,11 @@ class Server:
                 calls.append(exc)
         return calls
 
-    def answer(self, kept: list[object], call: object) -> str:
+    def answer(self, kept: list[object], call: object, names: protocol.Projection) -> str:
         """One call's answer, encoded as soon as the call returns (a product that hands back one object
-        and changes it on its next call is read as it was): a value as data, something that is not data
-        as a handle, what the product raised, or why the call names nothing."""
+        and changes it on its next call is read as it was): a value as data (with only the fields and
+        properties `names` names, when set), something that is not data as a handle, what the product
+        raised, or why the call names nothing."""
         try:
             if isinstance(call, Exception):
                 raise call
@@ -171,7 +171,7 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return _raised(exc)
         try:
-            text, own = data.encode(result, self.own)
+            text, own = data.encode(result, names)
         except data.NotData as exc:
             kept.append(result)
             return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
@@ -184,11 +184,11 @@ class Server:
         kept.append(result)
         return '["v",%d,%s,%s,%s]' % (len(kept) - 1, data.type_name(result), text, own)
 
-    def answers(self, scope: int, calls: list[object]) -> str:
+    def answers(self, scope: int, calls: list[object], names: list[protocol.Projection]) -> str:
         """The batch's answers, as the JSON list the parent reads."""
         kept = self.scopes.setdefault(scope, [])
         answer = self.answer
-        return "[" + ",".join([answer(kept, call) for call in calls]) + "]"
+        return "[" + ",".join([answer(kept, call, projection) for call, projection in zip(calls, names)]) + "]"
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
@@ -203,10 +203,9 @@ class Server:
                 continue
             if kind != protocol.CALLS:
                 raise protocol.ProtocolError(f"unknown request kind {kind!r}")
-            head, *lines = payload.split(b"\n")
-            scope, own = map(int, head.split(b" "))
-            self.own = own == 1
-            write(protocol.frame(protocol.ANSWERS, self.answers(scope, self.read_calls(lines)).encode()))
+            head, projection, *lines = payload.split(b"\n")
+            names = protocol.projections(projection, len(lines))
+            write(protocol.frame(protocol.ANSWERS, self.answers(int(head), self.read_calls(lines), names).encode()))
             flush()
 
 

@@ -325,7 +325,7 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
         "    return product.split_app.amount(record) == abs(record['amount'])\n",
         """
         from epoch_gate.runner import child
-        child.Server.answers = lambda self, scope, calls: "[" + ",".join(['["v",-1,"int",5,{}]'] * len(calls)) + "]"
+        child.Server.answers = lambda self, scope, calls, names: "[" + ",".join(['["v",-1,"int",5,{}]'] * len(calls)) + "]"
         def amount(record):
             return record["amount"]
     """,
@@ -730,7 +730,7 @@ def test_an_answer_of_an_unknown_kind_is_the_childs_broken_protocol(tmp_path: Pa
         POSITIVE,
         """
         from epoch_gate.runner import child
-        child.Server.answers = lambda self, scope, calls: "[" + ",".join(["[{}]"] * len(calls)) + "]"
+        child.Server.answers = lambda self, scope, calls, names: "[" + ",".join(["[{}]"] * len(calls)) + "]"
         def amount(record):
             return record["amount"]
     """,
@@ -892,7 +892,7 @@ def test_each_property_of_an_answer_is_read_once(tmp_path: Path) -> None:
 
 
 def test_a_call_the_child_cannot_parse_is_the_oracles_not_the_products() -> None:
-    (answer,) = json.loads(Server().answers(1, Server().read_calls([b'[{"m":"json.dumps"},[1],{}'])))
+    (answer,) = json.loads(Server().answers(1, Server().read_calls([b'[{"m":"json.dumps"},[1],{}']), [None]))
     assert answer == ["u", "a call that is not JSON"]
 
 

@@ -6,10 +6,11 @@ so an amount whose `==` always holds crosses as the number it is. Objects cross 
 public fields (dataclasses, attrs classes, plain classes), an Enum as its value, a
 Decimal or Fraction as its exact text. Anything else (a function, a generator, a NaN) is not data: the
 parent then gets a handle it can pass back, but nothing to read. An answer's own properties cross
-with it while its batch asks for them (`encode`); those of the objects inside it when a predicate first
-reads one (`properties`): computing them all would be product code no predicate asked for. A property
-that raises or is not data never crosses, so it never changes what the answer is. Whatever this module writes is only
-the product's word: the parent parses it as JSON and judges the values itself.
+with it, read as it is answered: all of them, or those its property's predicate reads (`encode`'s
+`names`); those of the objects inside it when a predicate first reads one (`properties`): computing
+them all would be product code no predicate asked for. A property that raises or is not data never
+crosses, so it never changes what the answer is. Whatever this module writes is only the product's
+word: the parent parses it as JSON and judges the values itself.
 """
 
 from __future__ import annotations
@@ -173,18 +174,19 @@ def _own_names(value: object) -> tuple[str, ...]:
     return names
 
 
-def encode(value: object, own_properties: bool = True) -> tuple[str, str]:
-    """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
-    with their fields only: their properties when a predicate reads one), or `null` when not asked for.
-    Raises NotData, or what reading the value's fields raises."""
+def encode(value: object, names: Optional[frozenset[str]] = None) -> tuple[str, str]:
+    """An answer as JSON text: its value as data, and its own properties (all of them, or those `names`
+    names; the objects inside it cross with their fields only: their properties when a predicate reads
+    one). Raises NotData, or what reading the value's fields raises."""
     text = _checked(value)
-    if not own_properties:
-        return text, "null"
-    names = _OWN.get(type(value))
-    if names == ():  # the common case: a class seen before, without properties
+    found = _OWN.get(type(value))
+    if found == ():  # the common case: a class seen before, without properties
         return text, "{}"
+    found = found or _own_names(value)
+    if names is not None:
+        found = tuple([name for name in found if name in names])
     own, size = [], 0
-    for name, _, read in _readable(value, names or _own_names(value)):  # each read once, and on its own
+    for name, _, read in _readable(value, found):  # each read once, and on its own
         size += len(read)
         if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
             break

@@ -78,6 +78,23 @@ class _NeedAnswer(BaseException):
     in a predicate does not swallow it (a bare `except:` that does is noticed: `Session.pending`)."""
 
 
+class _Unanswered(BaseException):
+    """The predicate read what its answers, which crossed with only the names its property reads, may not
+    hold: a name they were not asked for, or a whole value. The record then runs again on whole answers
+    (`run`; a bare `except:` that swallows this is noticed: `Session.missed`)."""
+
+
+WHOLE = "\u0000whole"  # what `Session.missed` holds after a read of a whole value (no field is named so)
+
+
+def _unanswered(name: str) -> None:
+    """Before a read the answers answer as whole ones would only if they hold `name` (WHOLE: everything)."""
+    session = Session.current
+    if session is not None and session.projection is not None and name not in session.projection:
+        session.missed = name
+        raise _Unanswered
+
+
 def _misuse(what: str) -> Callable[..., Any]:
     def refuse(self: Union[Remote, Name], *_: object) -> Any:
         raise HandleMisused(
@@ -134,6 +151,7 @@ class Remote(_Held):
 
     @property
     def __dict__(self) -> MappingProxyType[str, object]:  # type: ignore[override]
+        _unanswered(WHOLE)
         return MappingProxyType(fields_of(self))
 
     def __repr__(self) -> str:
@@ -142,11 +160,14 @@ class Remote(_Held):
     def __getattr__(self, name: str) -> Any:  # only for a name that is not a field
         if name.startswith("__"):
             raise AttributeError(name)
+        _unanswered(name)
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:
         fields = fields_of(self)
         if type(key) is not str or key not in fields:
+            if type(key) is str:
+                _unanswered(key)
             at = _where(self)
             why = at[3] if at is not None else ""
             raise NotData(f"{_type(self)} has no item {key!r}" + (f" ({why})" if why else ""))
@@ -162,6 +183,7 @@ class Remote(_Held):
     __deepcopy__ = property(lambda self: lambda memo: self)
 
     def __dir__(self) -> list[str]:
+        _unanswered(WHOLE)
         return sorted({*fields_of(self), *dir(type(self))})
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -333,10 +355,8 @@ class Method(_Refusing):
         if at is not None and (at[3] or at[1] == -1):
             raise self._missing()
         session = Session.current
-        if at is not None and session is not None:
-            session.read_own = True  # the property's later batches ask for the answers' own properties again
         own = at[4] if at is not None else None
-        if own is None:  # a part's properties, or an answer's that its batch did not ask for
+        if own is None:  # a part's properties, asked for when first read
             ref = _ref(of)
             key = repr(ref)
             found = session.properties.get(key) if session is not None else None
@@ -346,6 +366,8 @@ class Method(_Refusing):
                     session.properties[key] = found
             own = found if type(found) is Remote else None
         if own is None or self._name not in fields_of(own):
+            if at is not None:
+                _unanswered(self._name)
             raise self._missing()
         return fields_of(own)[self._name]
 
@@ -459,6 +481,8 @@ def plain(value: Any) -> Any:
     deep as the answer)."""
     if isinstance(value, Method):
         return plain(value._value())
+    if type(value) in (Remote, list, tuple):
+        _unanswered(WHOLE)
     made: dict[int, object] = {}
     walking: set[int] = set()
     pending: list[tuple[object, bool]] = [(value, False)]
@@ -693,7 +717,18 @@ class Session:
     before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
 
     current: Optional[Session] = None
-    __slots__ = ("log", "position", "pending", "speculative", "properties", "read_own", "record", "raw", "opening")
+    __slots__ = (
+        "log",
+        "position",
+        "pending",
+        "speculative",
+        "properties",
+        "record",
+        "raw",
+        "opening",
+        "projection",
+        "missed",
+    )
 
     def __init__(self) -> None:
         self.log: list[tuple[bytes, Answer]] = []
@@ -701,7 +736,10 @@ class Session:
         self.pending: Optional[bytes] = None
         self.speculative = False
         self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
-        self.read_own = False  # whether the predicate read a property of an answer (not of a part)
+        # The names its answers cross with (None: whole answers), and the first name a run read that they
+        # may not hold (WHOLE: a whole value), after which its answers are whole
+        self.projection: Optional[frozenset[str]] = None
+        self.missed: Optional[str] = None
         # This run's record (the object the predicate was given, and its bytes) and the predicate's opening
         self.record: object = None
         self.raw = b""
@@ -733,6 +771,48 @@ class Session:
                 f"another call ({encoded[:120]!r}, not {sent[:120]!r})"
             )
         return self.replay()
+
+
+MAX_NAMES = 256  # names a property's predicate may read of its answers before they cross whole
+
+
+def reads(
+    predicate: Callable[[object, Product], object], raw: bytes, done: Session, at: Optional[Opening]
+) -> Optional[frozenset[str]]:
+    """The names the predicate reads of its answers on a record it has judged on whole answers (`done`):
+    it runs again here, on copies of those answers that hold only the names found so far, until a run
+    reads nothing they lack. No call reaches the child. None when it reads a whole value, makes a call
+    the whole run did not, or reads more than MAX_NAMES."""
+    if done.projection is not None:
+        return None
+    names: set[str] = set()
+    while len(names) <= MAX_NAMES:
+        trial = Session()
+        trial.projection = frozenset(names)
+        trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
+        verdict = _judge(predicate, raw, trial, UNPARSED, at)
+        if trial.missed is None:
+            return trial.projection if verdict is not None else None
+        if trial.missed == WHOLE:
+            return None
+        names.add(trial.missed)
+    return None
+
+
+def _projected(answer: Answer, names: frozenset[str]) -> Answer:
+    """The answer as it crosses projected to `names`: an object's own properties only those named."""
+    kind, value, home = answer
+    if kind != "value" or type(value) is not Remote:
+        return answer
+    at = _where(value)
+    if at is None or at[4] is None:
+        return answer
+    own = _new(Remote)
+    _set_fields(own, {name: item for name, item in fields_of(at[4]).items() if name in names})
+    copy = _new(Remote)
+    _set_fields(copy, fields_of(value))
+    _set_at(copy, (*at[:4], own, at[5]))
+    return kind, copy, home
 
 
 @dataclass(frozen=True)
@@ -803,11 +883,28 @@ def run(
 ) -> Optional[Verdict]:
     """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
     `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
-    so every later run parses it afresh. `at`: the predicate's `opening`."""
+    so every later run parses it afresh. `at`: the predicate's `opening`. A run that reads what its
+    answers may not hold (`_Unanswered`) starts again at once on whole answers, from its first call."""
     if too_deep(raw):
         # refused before any parse: how deep the parser can go depends on the stack it is called from,
         # which differs between a first run and a rerun
         return Verdict(False, f"the record is nested deeper than {MAX_DEPTH}", ARTIFACT_MALFORMED)
+    verdict = _judge(predicate, raw, session, record, at)
+    if session.missed is not None and session.projection is not None:
+        session.projection = None
+        session.log.clear()
+        session.speculative = False
+        verdict = _judge(predicate, raw, session, UNPARSED, at)
+    return verdict
+
+
+def _judge(
+    predicate: Callable[[object, Product], object],
+    raw: bytes,
+    session: Session,
+    record: object,
+    at: Optional[Opening],
+) -> Optional[Verdict]:
     if record is UNPARSED:
         try:
             record = json.loads(raw)
@@ -819,7 +916,7 @@ def run(
     Session.current = session
     try:
         verdict = predicate(record, PRODUCT)
-    except _NeedAnswer:
+    except (_NeedAnswer, _Unanswered):
         return None
     except ProductFailure as exc:
         Session.current = None

@@ -82,9 +82,6 @@ class _Speculation:
     def __init__(self) -> None:
         self.head: Optional[bytes] = None  # the call's target, encoded: a callable the product names
         self.off = False
-        # Whether answers carry their own properties: not once a batch's predicates read none (computing
-        # them is product code nobody asked for); a record that then reads one asks for it.
-        self.own = True
 
     def calls(self, batch: Batch, exact: list[bool]) -> Optional[list[bytes]]:
         """The batch's calls sent ahead, or None. Only a record that may cross as its own bytes has one,
@@ -96,7 +93,6 @@ class _Speculation:
         return [head + raw + b"],{}]" for _, raw in batch]
 
     def learn(self, run: _BatchRun) -> None:
-        self.own = any(session.read_own for session in run.sessions)
         if self.head is not None and all(session.speculative for session in run.sessions):
             return  # every record's first call was the one sent ahead (or it made none)
         for (_, raw), session, exact in zip(run.batch, run.sessions, run.exact):
@@ -117,6 +113,32 @@ class _Speculation:
                     self.off = True
                     return
                 self.head = head
+
+
+class _Projection:
+    """The names a property's answers cross with (`protocol.calls`): those its predicate has read on its
+    records so far (`judging.reads`), once it has judged a batch on whole answers. Whole answers before
+    that, and for good once a predicate reads a whole value (`plain`, `vars`). A record that reads a name
+    they lack runs again on whole answers (`judging.run`), and the name is learned from it."""
+
+    def __init__(self) -> None:
+        self.names: protocol.Projection = None
+        self.whole = False
+
+    def learn(self, run: _BatchRun) -> None:
+        if self.whole:
+            return
+        learned = self.names is not None
+        found = set(self.names or ())
+        for (_, raw), session, exact in zip(run.batch, run.sessions, run.exact):
+            if learned and session.missed is None:
+                continue  # what it read, its answers held (or it ran before the names were learned)
+            names = judging.reads(run.predicate, raw, session, run.opening if exact else None)
+            if names is None:
+                self.whole, self.names = True, None
+                return
+            found |= names
+        self.names = frozenset(found)
 
 
 # Strict: a record with NaN, Infinity or a number no float holds is parsed by its run instead (json.loads,
@@ -175,12 +197,14 @@ class _BatchRun:
         first: int,
         scope: int,
         channel: Channel,
-        own: bool,
+        names: protocol.Projection,
     ) -> None:
         self.predicate, self.opening, self.batch, self.first, self.scope = predicate, opening, batch, first, scope
         self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
-        self.own = own  # whether its answers carry their own properties
+        self.names = names  # what its answers cross with (a record that reads more runs on whole ones)
         self.sessions = [judging.Session() for _ in batch]
+        for session in self.sessions:
+            session.projection = names
         self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
         self.waiting: list[int] = list(range(len(batch)))
         self.parsed: Optional[list[object]] = _parsed(batch)  # each record for its first run; None once used
@@ -212,6 +236,13 @@ class _BatchRun:
         self.waiting, self.parsed = waiting, None
         return calls  # type: ignore[return-value]
 
+    def send(self, calls: list[bytes]) -> None:
+        """The calls the waiting records wait on, to the batch's child (whole answers to those that read
+        more than the names)."""
+        sessions = self.sessions
+        whole = [] if self.names is None else [n for n, i in enumerate(self.waiting) if sessions[i].projection is None]
+        self.channel.send(self.scope, calls, self.names, whole)
+
     def answer(self, answers: list[list[object]]) -> None:
         for index, raw in zip(self.waiting, answers):
             session = self.sessions[index]
@@ -238,6 +269,7 @@ def _judge_batches(
     pending: collections.deque[_BatchRun] = collections.deque()
     turn = itertools.cycle(channels)
     speculation = _Speculation()
+    projection = _Projection()
     opening = judging.opening(predicate)
     first = 0
     source = iter(batches)
@@ -249,11 +281,11 @@ def _judge_batches(
                 if batch is None:
                     exhausted = True
                     break
-                run = _BatchRun(predicate, opening, batch, first, scopes.take(), next(turn), speculation.own)
+                run = _BatchRun(predicate, opening, batch, first, scopes.take(), next(turn), projection.names)
                 first += len(batch)
                 calls = run.start(speculation)
                 if calls:
-                    run.channel.send(run.scope, calls, run.own)
+                    run.send(calls)
                     pending.append(run)
                 else:
                     yield run
@@ -263,11 +295,12 @@ def _judge_batches(
             run.answer(run.channel.receive(len(run.waiting)))
             calls = run.step()
             if calls:
-                run.channel.send(run.scope, calls, run.own)
+                run.send(calls)
                 pending.append(run)
             else:
                 run.channel.drop(run.scope)
                 speculation.learn(run)
+                projection.learn(run)
                 yield run
     finally:
         # Stopped early (the predicate failed): the answers still owed are read, so that the channels

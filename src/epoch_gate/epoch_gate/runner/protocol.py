@@ -2,9 +2,10 @@
 
 The child is a server of product callables: it answers calls, and only with data. Frames, both ways: a
 kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
-  parent -> child  C  "scope own", then each call: lines of JSON (JSON text never holds a raw newline);
-                      own 0: the answers come without their own properties (`null`), which no
-                      predicate of the property read on the records before
+  parent -> child  C  "scope", then the projection, then each call: lines of JSON (JSON text never
+                      holds a raw newline). The projection is null (every answer whole) or
+                      [names, whole]: the answers cross with only the fields and properties `names`
+                      names, at every depth, except those of the calls whose indexes `whole` lists
                    D  scope                   the scope's handles can go
   child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
@@ -14,8 +15,8 @@ An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope
 An answer is one of
   ["v", handle, type, data, properties]
                               the product returned; `data` is its value as data (epoch_gate.runner.data)
-                              and `properties` an object's public properties ({} otherwise; null when the
-                              batch asked for none); handle -1: a number, text or None, its own value
+                              and `properties` an object's public properties ({} otherwise); handle -1:
+                              a number, text or None, its own value
   ["o", handle, type, why]    the product returned something that is not data (a handle only)
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
@@ -29,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from typing import Any, BinaryIO, Callable, Optional
+from typing import Any, BinaryIO, Callable, Optional, Sequence
 
 CALLS, DROP, ANSWERS = b"C", b"D", b"A"
 REF = "\u0000ref"
@@ -63,10 +64,35 @@ def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes
     return kind, payload
 
 
-def calls(scope: int, encoded: list[bytes], own: bool = True) -> bytes:
-    """A batch of calls, each already encoded as JSON by the parent; `own`: the answers carry their own
-    properties."""
-    return frame(CALLS, b"%d %d\n%s" % (scope, own, b"\n".join(encoded)))
+Projection = Optional[frozenset[str]]  # the names an answer crosses with; None: all of them
+
+
+def calls(scope: int, encoded: list[bytes], names: Projection = None, whole: Sequence[int] = ()) -> bytes:
+    """A batch of calls, each already encoded as JSON by the parent, answered with `names` only (except
+    the calls at the indexes `whole`: all of them)."""
+    projection = b"null" if names is None else json.dumps([sorted(names), list(whole)]).encode()
+    return frame(CALLS, b"%d\n%s\n%s" % (scope, projection, b"\n".join(encoded)))
+
+
+def projections(line: bytes, count: int) -> list[Projection]:
+    """Each call's projection, from the projection line of a batch of `count` calls."""
+    try:
+        parsed = json.loads(line)
+    except (ValueError, RecursionError):
+        parsed = False
+    if parsed is None:
+        return [None] * count
+    if not (
+        type(parsed) is list
+        and len(parsed) == 2
+        and type(parsed[0]) is list
+        and all(type(name) is str for name in parsed[0])
+        and type(parsed[1]) is list
+        and all(type(index) is int for index in parsed[1])
+    ):
+        raise ProtocolError("a malformed projection")
+    names, whole = frozenset(parsed[0]), set(parsed[1])
+    return [None if index in whole else names for index in range(count)]
 
 
 def drop(scope: int) -> bytes:
@@ -121,7 +147,7 @@ def parse_answers(
                 len(rest) == 4
                 and _is_int(rest[0])
                 and type(rest[1]) is str
-                and (type(rest[3]) is mapping or rest[3] is None)
+                and type(rest[3]) is mapping
                 and (rest[0] != -1 or (type(rest[2]) is not mapping and type(rest[2]) is not list))
             )  # a value without a handle is a scalar
         elif kind == "o":
