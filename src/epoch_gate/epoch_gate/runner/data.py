@@ -87,20 +87,19 @@ def properties(value: object) -> dict[str, object]:
     """An object's public properties, by name: what a predicate reads of it beyond its fields. One that
     raises or is not data is left out (reading it fails the record, as a missing field does), so one bad
     property never changes what the answer itself is."""
-    return {name: item for name, item, _ in _readable(value, _properties(type(value)))}
+    return dict(_read_properties(value, _properties(type(value))))  # the answer's encoding leaves out what is not data
 
 
-def _readable(value: object, names: tuple[str, ...]) -> Iterator[tuple[str, object, str]]:
-    """(name, value, its JSON text) of each of the properties `names` of `value` that reads as data."""
+def _read_properties(value: object, names: tuple[str, ...]) -> Iterator[tuple[str, object]]:
+    """(name, value) of each of the properties `names` of `value` that reads without raising."""
     for name in names:
         try:
             item = getattr(value, name)
-            text = _checked(item)
         except MemoryError:
             raise
         except BaseException:  # noqa: BLE001 - the product's property failed: it does not cross
             continue
-        yield name, item, text
+        yield name, item
 
 
 def to_data(value: Any) -> object:
@@ -115,6 +114,24 @@ def to_data(value: Any) -> object:
         if type(own) is dict and own.keys() == fields:
             return own
         return _read(value, _FIELDS[cls])
+    names = _object_names(value)
+    if names is None:
+        return _value_data(value)
+    return _read(value, names)
+
+
+def _object_names(value: object) -> Optional[tuple[str, ...]]:
+    """The fields of a value that crosses as an object of them, or None for one that does not (an Enum,
+    a number, a set, a function: `_value_data`)."""
+    if type(value) in _FIELDS:
+        return _FIELDS[type(value)]
+    if isinstance(value, (enum.Enum, Decimal, Fraction, set, frozenset)):
+        return None
+    return None if callable(value) or isinstance(value, types.ModuleType) else _fields(value)
+
+
+def _value_data(value: object) -> object:
+    """The data of a value that is not an object of fields; NotData for one that has none."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (Decimal, Fraction)):
@@ -124,10 +141,49 @@ def to_data(value: Any) -> object:
             return sorted(value)
         except TypeError:
             raise NotData(f"a {type(value).__name__} of unorderable items") from None
-    names = None if callable(value) or isinstance(value, types.ModuleType) else _fields(value)
-    if names is None:
-        raise NotData(f"a {type(value).__name__}")
-    return _read(value, names)
+    raise NotData(f"a {type(value).__name__}")
+
+
+# The names the answer being encoded crosses with (None: all of them), and for each dataclass or attrs
+# class seen under them the fields its objects cross with
+_NAMES: list[Optional[frozenset[str]]] = [None]
+_WANTED: dict[type, tuple[str, ...]] = {}
+_WANTED_BY_NAMES: dict[frozenset[str], dict[type, tuple[str, ...]]] = {}
+
+
+def _project_to(names: Optional[frozenset[str]]) -> None:
+    global _WANTED
+    _NAMES[0] = names
+    if names is not None:
+        found = _WANTED_BY_NAMES.get(names)
+        if found is None:
+            if len(_WANTED_BY_NAMES) >= 16:
+                _WANTED_BY_NAMES.clear()
+            found = _WANTED_BY_NAMES[names] = {}
+        _WANTED = found
+
+
+def _to_projected(value: Any) -> object:
+    """`to_data` with only the fields `_NAMES` names."""
+    cls = type(value)
+    wanted = _WANTED.get(cls)
+    if wanted is not None:  # the hot path: a dataclass or an attrs class already seen
+        try:
+            own = value.__dict__
+        except AttributeError:
+            own = None
+        if type(own) is dict and own.keys() == _DICT_FIELDS[cls]:  # as `to_data` reads it
+            return {name: own[name] for name in wanted}
+        return _read(value, wanted)
+    fields = _object_names(value)
+    if fields is None:
+        return _value_data(value)
+    names = _NAMES[0]
+    assert names is not None
+    wanted = tuple([name for name in fields if name in names])
+    if cls in _DICT_FIELDS:  # the same for every instance
+        _WANTED[cls] = wanted
+    return _read(value, wanted)
 
 
 def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
@@ -145,13 +201,14 @@ def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
 # directly (JSONEncoder.encode makes one per call). It does not look for cycles (that costs a dict entry
 # per container): a cyclic value is nested too deeply, which the encoder notices without keeping any
 # state past the call, so it stays as good as new after it raised.
-_chunks: Callable[[object, int], Sequence[str]] = (
-    c_make_encoder(None, to_data, encode_basestring_ascii, None, ":", ",", False, False, False)
-    if c_make_encoder is not None
-    else lambda value, _: [
-        json.JSONEncoder(default=to_data, allow_nan=False, check_circular=False, separators=(",", ":")).encode(value)
-    ]
-)
+def _encoder(default: Callable[[Any], object]) -> Callable[[object, int], Sequence[str]]:
+    if c_make_encoder is not None:
+        return c_make_encoder(None, default, encode_basestring_ascii, None, ":", ",", False, False, False)  # type: ignore[no-any-return]
+    python = json.JSONEncoder(default=default, allow_nan=False, check_circular=False, separators=(",", ":"))
+    return lambda value, _: [python.encode(value)]
+
+
+_chunks, _projected_chunks = _encoder(to_data), _encoder(_to_projected)
 
 
 def _own_names(value: object) -> tuple[str, ...]:
@@ -175,10 +232,22 @@ def _own_names(value: object) -> tuple[str, ...]:
 
 
 def encode(value: object, names: Optional[frozenset[str]] = None) -> tuple[str, str]:
-    """An answer as JSON text: its value as data, and its own properties (all of them, or those `names`
-    names; the objects inside it cross with their fields only: their properties when a predicate reads
-    one). Raises NotData, or what reading the value's fields raises."""
-    text = _checked(value)
+    """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
+    with their fields only: their properties when a predicate reads one). With `names`, only the fields
+    and properties it names cross, at every depth: whichever way, a field that is not data is left out
+    of its object (`_lenient`), so what a predicate reads never depends on what it does not. Raises
+    NotData when the value itself is not data."""
+    _project_to(names)
+    try:
+        text = _checked(value)
+    except MemoryError:
+        raise
+    except Exception as failed:  # noqa: BLE001 - a part that is not data, or a field that raised
+        text = _lenient(value, 0, set())
+        if text is None:
+            raise failed if isinstance(failed, NotData) else NotData(f"reading it raised {type(failed).__name__}")
+        if len(text) > MAX_DATA:
+            raise NotData(f"{len(text)} characters of data, over {MAX_DATA}") from None
     found = _OWN.get(type(value))
     if found == ():  # the common case: a class seen before, without properties
         return text, "{}"
@@ -186,7 +255,10 @@ def encode(value: object, names: Optional[frozenset[str]] = None) -> tuple[str, 
     if names is not None:
         found = tuple([name for name in found if name in names])
     own, size = [], 0
-    for name, _, read in _readable(value, found):  # each read once, and on its own
+    for name, item in _read_properties(value, found):  # each read once, and on its own
+        read = _lenient(item, 0, set())
+        if read is None:
+            continue
         size += len(read)
         if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
             break
@@ -215,9 +287,67 @@ def type_name(value: object) -> str:
     return name
 
 
+MAX_LENIENT_DEPTH = 100  # how deep `_lenient` looks for the fields that are data
+
+
+def _lenient(value: object, depth: int, path: set[int]) -> Optional[str]:
+    """The value as data, each field of its objects (and each entry of its dicts) that is not data, or
+    that raises when read, left out; None when the value itself is not data (a NaN, a function, a list
+    with an item that is not data, an object already on `path`: a cycle). Only for a value the C
+    encoder refused: it reads each part in Python."""
+    try:
+        return _checked(value)
+    except MemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - not data as a whole: look at its parts
+        pass
+    if depth >= MAX_LENIENT_DEPTH or id(value) in path or isinstance(value, (int, float, str)) or value is None:
+        return None
+    path.add(id(value))
+    try:
+        if isinstance(value, (list, tuple)):
+            items = [_lenient(item, depth + 1, path) for item in value]
+            return None if None in items else "[" + ",".join(items) + "]"  # type: ignore[arg-type]
+        if isinstance(value, dict):
+            pairs: list[tuple[object, Callable[[], object]]] = [(key, lambda item=item: item) for key, item in value.items()]
+        else:
+            names = _object_names(value)
+            if names is None:
+                try:
+                    found = _value_data(value)
+                except Exception:  # noqa: BLE001 - not data
+                    return None
+                return _lenient(found, depth + 1, path)
+            if _NAMES[0] is not None:
+                names = tuple([name for name in names if name in _NAMES[0]])
+            pairs = [(name, lambda name=name: getattr(value, name)) for name in names]
+        kept = []
+        for key, read in pairs:
+            try:
+                text = _key_text(key)
+                item = read()
+            except MemoryError:
+                raise
+            except Exception:  # noqa: BLE001 - the product's field raised: it is left out
+                continue
+            part = _lenient(item, depth + 1, path)
+            if part is not None:
+                kept.append(text + part)
+        return "{" + ",".join(kept) + "}"
+    finally:
+        path.discard(id(value))
+
+
+def _key_text(key: object) -> str:
+    """A dict's key as JSON text with its colon, as the encoder writes it (an int key as its digits)."""
+    if type(key) is str:
+        return _key(key)
+    return "".join(_chunks({key: 0}, 0))[1:-2]
+
+
 def _checked(value: object) -> str:
     try:
-        text = "".join(_chunks(value, 0))
+        text = "".join((_chunks if _NAMES[0] is None else _projected_chunks)(value, 0))
     except _Raised as wrapped:
         raise wrapped.raised from None
     except RecursionError:

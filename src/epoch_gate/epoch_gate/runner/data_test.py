@@ -39,10 +39,10 @@ def test_the_encoder_is_as_good_as_new_after_a_value_it_refused() -> None:
     part of it crosses."""
     held = {"v": 1}
     value: dict[str, object] = {"held": held}
-    value["me"] = value
+    itself: list[object] = [value]
+    itself.append(itself)
     with pytest.raises(data.NotData, match="nested too deeply, or a cycle"):
-        data.encode(value)
-    del value["me"]
+        data.encode(itself)
     assert data.encode(value) == ('{"held":{"v":1}}', "{}")
     assert data.encode([value, value]) == ('[{"held":{"v":1}},{"held":{"v":1}}]', "{}")
 
@@ -52,5 +52,90 @@ def test_what_is_not_data_says_why() -> None:
         data.encode([float("nan")])
     with pytest.raises(data.NotData, match="a function"):
         data.encode(lambda: None)
-    with pytest.raises(data.NotData, match="keys must be str, int, float, bool or None"):
-        data.encode({(1, 2): 3})
+    with pytest.raises(data.NotData, match="a set of unorderable items"):
+        data.encode({1, "a"})
+
+
+@dataclass
+class Node:
+    name: str
+    amount: object
+    parent: object = None
+
+    @property
+    def label(self) -> object:
+        return self.amount
+
+
+class Raising:
+    def __init__(self) -> None:
+        self.kept = 1
+
+    @property
+    def broken(self) -> int:
+        raise LookupError("never")
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        # a field that is not data is left out of its object, at any depth, and the rest crosses
+        (Node("a", float("nan")), '{"name":"a","parent":null}'),
+        (Node("a", 1, Node("b", lambda: None)), '{"name":"a","amount":1,"parent":{"name":"b","parent":null}}'),
+        # a list with an item that is not data is not data: the field holding it is left out
+        (Node("a", [1, float("inf")]), '{"name":"a","parent":null}'),
+        # a cycle: the field that closes it is left out
+        ({"held": {"v": 1}, "me": None}, '{"held":{"v":1},"me":null}'),
+        # a dict's entry that is not data, or whose key is not JSON's, is left out
+        ({"a": 1, "b": float("nan"), (1, 2): 3, 4: 5}, '{"a":1,"4":5}'),
+    ],
+)
+def test_a_field_that_is_not_data_is_left_out_of_its_object(value: object, text: str) -> None:
+    assert data.encode(value)[0] == text
+
+
+def test_a_cycle_is_left_out_where_it_closes() -> None:
+    node = Node("a", 1)
+    node.parent = node
+    assert data.encode(node) == ('{"name":"a","amount":1}', '{"label":1}')
+    cyclic: dict[str, object] = {"v": 1}
+    cyclic["me"] = cyclic
+    assert data.encode(cyclic) == ('{"v":1}', "{}")
+
+
+def test_a_field_that_raises_is_left_out() -> None:
+    holder = Node("a", Raising())
+    assert data.encode(holder)[0] == '{"name":"a","amount":{"kept":1},"parent":null}'
+
+
+NAMES = frozenset({"amount", "name", "label"})
+
+
+@pytest.mark.parametrize(
+    "value, whole, projected",
+    [
+        (
+            Node("a", Node("b", 2, Node("c", 3))),
+            ('{"name":"a","amount":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}},"parent":null}', '{"label":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}}}'),
+            ('{"name":"a","amount":{"name":"b","amount":2}}', '{"label":{"name":"b","amount":2}}'),
+        ),
+        # what is left out is not read: whether it is data changes nothing of what crosses
+        (
+            Node("a", 1, Node("b", float("nan"))),
+            ('{"name":"a","amount":1,"parent":{"name":"b","parent":null}}', '{"label":1}'),
+            ('{"name":"a","amount":1}', '{"label":1}'),
+        ),
+        # a dict crosses whole, its objects projected
+        (
+            {"x": Node("b", 2, Node("c", 3))},
+            ('{"x":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}}}', "{}"),
+            ('{"x":{"name":"b","amount":2}}', "{}"),
+        ),
+    ],
+)
+def test_an_answer_crosses_with_the_names_asked_for_at_every_depth(
+    value: object, whole: tuple[str, str], projected: tuple[str, str]
+) -> None:
+    assert data.encode(value) == whole
+    assert data.encode(value, NAMES) == projected
+    assert data.encode(value) == whole  # the projection is the call's alone

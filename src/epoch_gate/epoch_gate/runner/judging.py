@@ -789,7 +789,10 @@ def reads(
     while len(names) <= MAX_NAMES:
         trial = Session()
         trial.projection = frozenset(names)
-        trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
+        try:
+            trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
+        except RecursionError:
+            return None
         verdict = _judge(predicate, raw, trial, UNPARSED, at)
         if trial.missed is None:
             return trial.projection if verdict is not None else None
@@ -800,19 +803,32 @@ def reads(
 
 
 def _projected(answer: Answer, names: frozenset[str]) -> Answer:
-    """The answer as it crosses projected to `names`: an object's own properties only those named."""
+    """The answer as the child sends it projected to `names`: each object with only the fields (and an
+    answer with only the properties) those name, at every depth."""
     kind, value, home = answer
-    if kind != "value" or type(value) is not Remote:
+    if kind != "value":
         return answer
+    if type(value) is tuple:
+        return kind, _project(value, names), home
+    if type(value) is not Remote:
+        return answer
+    copy = _project(value, names)
     at = _where(value)
-    if at is None or at[4] is None:
-        return answer
-    own = _new(Remote)
-    _set_fields(own, {name: item for name, item in fields_of(at[4]).items() if name in names})
-    copy = _new(Remote)
-    _set_fields(copy, fields_of(value))
-    _set_at(copy, (*at[:4], own, at[5]))
+    if at is not None:
+        _set_at(copy, (*at[:4], None if at[4] is None else _project(at[4], names), at[5]))
     return kind, copy, home
+
+
+def _project(value: object, names: frozenset[str]) -> Any:
+    """A copy of a part of an answer with only the fields `names` names (RecursionError as deep as the
+    parse went: the caller reads whole answers then)."""
+    if type(value) is tuple:
+        return tuple([_project(item, names) for item in value])
+    if type(value) is not Remote:
+        return value
+    copy = _new(Remote)
+    _set_fields(copy, {key: _project(item, names) for key, item in fields_of(value).items() if key in names})
+    return copy
 
 
 @dataclass(frozen=True)
