@@ -24,9 +24,15 @@ import types
 from decimal import Decimal
 from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-MAX_DATA = 16 * 1024 * 1024  # one answer's data, serialized
+from epoch_gate.runner import protocol
+
+MAX_DATA = 16 * 1024 * 1024  # characters of one text: a longer one is not data
+# How deep an answer's arrays and objects nest: deeper ones are not data. Within the C encoder's reach
+# (two levels of recursion an object), and `_walk` takes one Python frame a level, so that both read
+# every answer alike.
+MAX_NESTING = 400
 MAX_TRACEBACK = 1500
 _FIELDS: dict[type, tuple[str, ...]] = {}
 # A class's fields as a set: an instance whose __dict__ holds exactly those crosses as that dict, which the
@@ -46,7 +52,7 @@ class NotData(Exception):
 class _Raised(Exception):
     """What a product's property raised while its object was read, carried through json.dumps."""
 
-    def __init__(self, raised: Exception) -> None:
+    def __init__(self, raised: BaseException) -> None:
         super().__init__()
         self.raised = raised
 
@@ -152,7 +158,11 @@ _WANTED_BY_NAMES: dict[frozenset[str], dict[type, tuple[str, ...]]] = {}
 
 
 def _project_to(names: Optional[frozenset[str]]) -> None:
+    """The fields the next answer crosses with: those `names` names, or all (None, or names holding
+    protocol.WHOLE: a predicate that reads whole values; its properties still only those named)."""
     global _WANTED
+    if names is not None and protocol.WHOLE in names:
+        names = None
     _NAMES[0] = names
     if names is not None:
         found = _WANTED_BY_NAMES.get(names)
@@ -190,9 +200,9 @@ def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
     """The object's fields by name, as read through the product's own attributes."""
     try:
         return {name: getattr(value, name) for name in names}
-    except RecursionError:
+    except (RecursionError, MemoryError):
         raise  # a cycle, most likely: not data
-    except Exception as exc:  # noqa: BLE001 - the product's property raised: its failure, not a NaN's
+    except BaseException as exc:  # noqa: BLE001 - the product's field raised (CancelledError too)
         raise _Raised(exc) from None
 
 
@@ -234,36 +244,130 @@ def _own_names(value: object) -> tuple[str, ...]:
 def encode(value: object, names: Optional[frozenset[str]] = None) -> tuple[str, str]:
     """An answer as JSON text: its value as data, and its own properties (the objects inside it cross
     with their fields only: their properties when a predicate reads one). With `names`, only the fields
-    and properties it names cross, at every depth: whichever way, a field that is not data is left out
-    of its object (`_lenient`), so what a predicate reads never depends on what it does not. Raises
-    NotData when the value itself is not data."""
+    and properties it names cross, at every depth. Whichever way, a field that is not data is left out
+    of its object (`_walk`), so what a predicate reads never depends on what it does not. Raises NotData
+    when the value itself is not data."""
     _project_to(names)
-    try:
-        text = _checked(value)
-    except MemoryError:
-        raise
-    except Exception as failed:  # noqa: BLE001 - a part that is not data, or a field that raised
-        text = _lenient(value, 0, set())
-        if text is None:
-            raise failed if isinstance(failed, NotData) else NotData(f"reading it raised {type(failed).__name__}")
-        if len(text) > MAX_DATA:
-            raise NotData(f"{len(text)} characters of data, over {MAX_DATA}") from None
+    text = _data(value)
     found = _OWN.get(type(value))
     if found == ():  # the common case: a class seen before, without properties
         return text, "{}"
     found = found or _own_names(value)
     if names is not None:
         found = tuple([name for name in found if name in names])
-    own, size = [], 0
+    own = []
     for name, item in _read_properties(value, found):  # each read once, and on its own
-        read = _lenient(item, 0, set())
-        if read is None:
+        try:
+            own.append(_key(name) + _data(item))
+        except NotData:
             continue
-        size += len(read)
-        if size > MAX_DATA:  # the properties together as one value's data: the rest do not cross
-            break
-        own.append(_key(name) + read)
     return text, "{" + ",".join(own) + "}"
+
+
+def _data(value: object) -> str:
+    """The value as data: the C encoder's text when it is all data, else `_walk`'s. NotData (saying why)
+    when the value itself is not data."""
+    why: Optional[BaseException] = None
+    try:
+        text = "".join((_chunks if _NAMES[0] is None else _projected_chunks)(value, 0))
+    except MemoryError:
+        raise
+    except _Raised as raised:
+        why = raised.raised
+    except RecursionError:
+        why = NotData("nested too deeply, or a cycle")
+    except (ValueError, TypeError, NotData) as exc:  # NaN, Infinity; a key that is not a scalar
+        why = exc if isinstance(exc, NotData) else NotData(str(exc))
+    except BaseException as exc:  # noqa: BLE001 - the product's code raised while its value was read
+        why = exc
+    else:
+        if len(text) <= MAX_DATA and not protocol.nested_deeper(text, MAX_NESTING):
+            return text
+        why = NotData(f"nested deeper than {MAX_NESTING}, or a text of over {MAX_DATA} characters")
+    try:
+        walked = _walk(value, 1, set())
+    except RecursionError:
+        walked = None
+    if walked is not None:
+        return walked
+    raise why if isinstance(why, NotData) else NotData(f"reading it raised {type(why).__name__}")
+
+
+def _walk(value: object, depth: int, path: set[int]) -> Optional[str]:
+    """The value as data, read as the C encoder reads it, in Python: each field of its objects (and each
+    entry of its dicts) that is not data, or that raises when read, left out. None when the value itself
+    is not data: a NaN, a text over MAX_DATA, a function, a list with an item that is not data, a
+    container nested deeper than MAX_NESTING or already on `path` (a cycle)."""
+    cls = type(value)
+    if value is None or issubclass(cls, (str, int, float)):
+        if issubclass(cls, str) and str.__len__(value) > MAX_DATA:  # type: ignore[arg-type]
+            return None
+        try:
+            return "".join(_chunks(value, 0))
+        except ValueError:  # NaN, Infinity
+            return None
+    if depth > MAX_NESTING or id(value) in path:
+        return None
+    path.add(id(value))
+    try:
+        if issubclass(cls, (list, tuple)):
+            items = []
+            for item in (list.__iter__ if issubclass(cls, list) else tuple.__iter__)(value):  # type: ignore[operator]
+                text = _walk(item, depth + 1, path)
+                if text is None:
+                    return None
+                items.append(text)
+            return "[" + ",".join(items) + "]"
+        if issubclass(cls, dict):
+            pairs: Iterable[tuple[object, object]] = value.items() if cls is dict else _product_items(value)  # type: ignore[attr-defined]
+            fields = [(_key_text(key), item) for key, item in pairs]
+        else:
+            try:
+                names = _object_names(value)
+                found = _value_data(value) if names is None else None
+            except BaseException:  # noqa: BLE001 - not data, or its class asks the product and it raised
+                return None
+            if names is None:
+                return _walk(found, depth, path)  # an Enum's value, a set's items: no level of their own
+            if _NAMES[0] is not None:
+                names = tuple([name for name in names if name in _NAMES[0]])
+            fields = [(_key(name), _field(value, name)) for name in names]
+        kept = []
+        for key, item in fields:
+            text = None if key is None or item is _UNREAD else _walk(item, depth + 1, path)
+            if text is not None:
+                kept.append(key + text)
+        return "{" + ",".join(kept) + "}"
+    finally:
+        path.discard(id(value))
+
+
+_UNREAD = object()  # a field that raised when read
+
+
+def _field(value: object, name: str) -> object:
+    """The field as `to_data` reads it (from `__dict__` when that holds exactly the class's fields), or
+    _UNREAD."""
+    try:
+        fields = _DICT_FIELDS.get(type(value))
+        own = value.__dict__ if fields is not None else None
+        if type(own) is dict and own.keys() == fields:
+            return own[name]
+        return getattr(value, name)
+    except MemoryError:
+        raise
+    except BaseException:  # noqa: BLE001 - the product's field raised: it is left out
+        return _UNREAD
+
+
+def _product_items(value: object) -> list[tuple[object, object]]:
+    """A dict subclass's items, as the C encoder asks for them (its own `items`), or none."""
+    try:
+        return list(value.items())  # type: ignore[attr-defined]
+    except MemoryError:
+        raise
+    except BaseException:  # noqa: BLE001 - the product's items() raised: nothing of it is read
+        return []
 
 
 def _key(name: str) -> str:
@@ -287,76 +391,15 @@ def type_name(value: object) -> str:
     return name
 
 
-MAX_LENIENT_DEPTH = 100  # how deep `_lenient` looks for the fields that are data
-
-
-def _lenient(value: object, depth: int, path: set[int]) -> Optional[str]:
-    """The value as data, each field of its objects (and each entry of its dicts) that is not data, or
-    that raises when read, left out; None when the value itself is not data (a NaN, a function, a list
-    with an item that is not data, an object already on `path`: a cycle). Only for a value the C
-    encoder refused: it reads each part in Python."""
-    try:
-        return _checked(value)
-    except MemoryError:
-        raise
-    except Exception:  # noqa: BLE001 - not data as a whole: look at its parts
-        pass
-    if depth >= MAX_LENIENT_DEPTH or id(value) in path or isinstance(value, (int, float, str)) or value is None:
-        return None
-    path.add(id(value))
-    try:
-        if isinstance(value, (list, tuple)):
-            items = [_lenient(item, depth + 1, path) for item in value]
-            return None if None in items else "[" + ",".join(items) + "]"  # type: ignore[arg-type]
-        if isinstance(value, dict):
-            pairs: list[tuple[object, Callable[[], object]]] = [(key, lambda item=item: item) for key, item in value.items()]
-        else:
-            names = _object_names(value)
-            if names is None:
-                try:
-                    found = _value_data(value)
-                except Exception:  # noqa: BLE001 - not data
-                    return None
-                return _lenient(found, depth + 1, path)
-            if _NAMES[0] is not None:
-                names = tuple([name for name in names if name in _NAMES[0]])
-            pairs = [(name, lambda name=name: getattr(value, name)) for name in names]
-        kept = []
-        for key, read in pairs:
-            try:
-                text = _key_text(key)
-                item = read()
-            except MemoryError:
-                raise
-            except Exception:  # noqa: BLE001 - the product's field raised: it is left out
-                continue
-            part = _lenient(item, depth + 1, path)
-            if part is not None:
-                kept.append(text + part)
-        return "{" + ",".join(kept) + "}"
-    finally:
-        path.discard(id(value))
-
-
-def _key_text(key: object) -> str:
-    """A dict's key as JSON text with its colon, as the encoder writes it (an int key as its digits)."""
+def _key_text(key: object) -> Optional[str]:
+    """A dict's key as JSON text with its colon, as the encoder writes it (an int key as its digits), or
+    None for a key JSON has not (a tuple, a NaN)."""
     if type(key) is str:
         return _key(key)
-    return "".join(_chunks({key: 0}, 0))[1:-2]
-
-
-def _checked(value: object) -> str:
     try:
-        text = "".join((_chunks if _NAMES[0] is None else _projected_chunks)(value, 0))
-    except _Raised as wrapped:
-        raise wrapped.raised from None
-    except RecursionError:
-        raise NotData("nested too deeply, or a cycle") from None
-    except (ValueError, TypeError) as exc:  # NaN, Infinity; a key that is not a scalar
-        raise NotData(str(exc)) from None
-    if len(text) > MAX_DATA:
-        raise NotData(f"{len(text)} characters of data, over {MAX_DATA}")
-    return text
+        return "".join(_chunks({key: 0}, 0))[1:-2]
+    except (TypeError, ValueError):
+        return None
 
 
 def type_names(exc: BaseException) -> list[str]:

@@ -103,6 +103,17 @@ def test_a_cycle_is_left_out_where_it_closes() -> None:
     assert data.encode(cyclic) == ('{"v":1}', "{}")
 
 
+def test_a_tree_with_back_references_crosses_without_them() -> None:
+    """Each back-reference closes a cycle where it is met: left out there, and the tree crosses. Projected
+    to names without it, the same tree crosses, read by the C encoder alone."""
+    root = Node("root", 0)
+    root.amount = [Node("c", 1, root), Node("d", float("nan"), root)]
+    assert data.encode(root)[0] == '{"name":"root","amount":[{"name":"c","amount":1},{"name":"d"}],"parent":null}'
+    assert data.encode(root, frozenset({"name", "amount"}))[0] == (
+        '{"name":"root","amount":[{"name":"c","amount":1},{"name":"d"}]}'
+    )
+
+
 def test_a_field_that_raises_is_left_out() -> None:
     holder = Node("a", Raising())
     assert data.encode(holder)[0] == '{"name":"a","amount":{"kept":1},"parent":null}'
@@ -139,3 +150,36 @@ def test_an_answer_crosses_with_the_names_asked_for_at_every_depth(
     assert data.encode(value) == whole
     assert data.encode(value, NAMES) == projected
     assert data.encode(value) == whole  # the projection is the call's alone
+
+
+def test_a_text_too_long_is_left_out_whatever_else_crosses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is over MAX_DATA is a text, never a whole answer or field: a limit on those would count what
+    a predicate does not read."""
+    monkeypatch.setattr(data, "MAX_DATA", 8)
+    value = Node("a" * 5, "b" * 9, Node("c" * 5, 1))
+    assert data.encode(value) == ('{"name":"aaaaa","parent":{"name":"ccccc","amount":1,"parent":null}}', "{}")
+    assert data.encode(value, frozenset({"name"})) == ('{"name":"aaaaa"}', "{}")
+
+
+def test_a_field_raising_what_except_exception_misses_is_left_out() -> None:
+    import asyncio
+
+    class Cancelled:
+        def __init__(self) -> None:
+            self.kept = 1
+
+        def __getattr__(self, name: str) -> object:
+            raise asyncio.CancelledError()
+
+    holder = Node("a", Cancelled())
+    object.__setattr__(holder.amount, "__dict__", {"kept": 1, "gone": 2})
+    type(holder.amount).gone = property(lambda self: (_ for _ in ()).throw(asyncio.CancelledError()))
+    assert data.encode(holder)[0] == '{"name":"a","amount":{"kept":1},"parent":null}'
+
+
+def test_a_value_nested_too_deep_is_left_out_where_it_goes_too_deep() -> None:
+    chain: object = 0
+    for _ in range(data.MAX_NESTING + 50):
+        chain = {"next": chain, "v": 1}
+    text, _ = data.encode(chain)
+    assert text.count("{") == data.MAX_NESTING and text.startswith('{"next":{"next":')

@@ -28,7 +28,6 @@ import dis
 import inspect
 import json
 import operator
-import re
 import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 import traceback
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from types import CodeType, FunctionType, MappingProxyType
 from typing import Any, Callable, Optional, Sequence, Union
 
+from epoch_gate.runner import protocol
 from epoch_gate.runner.protocol import REF
 from epoch_gate.text import from_os
 
@@ -84,7 +84,7 @@ class _Unanswered(BaseException):
     (`run`; a bare `except:` that swallows this is noticed: `Session.missed`)."""
 
 
-WHOLE = "\u0000whole"  # what `Session.missed` holds after a read of a whole value (no field is named so)
+WHOLE = protocol.WHOLE  # what `Session.missed` holds after a read of a whole value (no field is named so)
 
 
 def _unanswered(name: str) -> None:
@@ -366,8 +366,7 @@ class Method(_Refusing):
                     session.properties[key] = found
             own = found if type(found) is Remote else None
         if own is None or self._name not in fields_of(own):
-            if at is not None:
-                _unanswered(self._name)
+            _unanswered(self._name)
             raise self._missing()
         return fields_of(own)[self._name]
 
@@ -481,8 +480,6 @@ def plain(value: Any) -> Any:
     deep as the answer)."""
     if isinstance(value, Method):
         return plain(value._value())
-    if type(value) in (Remote, list, tuple):
-        _unanswered(WHOLE)
     made: dict[int, object] = {}
     walking: set[int] = set()
     pending: list[tuple[object, bool]] = [(value, False)]
@@ -490,6 +487,8 @@ def plain(value: Any) -> Any:
         node, walked = pending.pop()
         if type(node) is not Remote and type(node) is not list and type(node) is not tuple:
             continue
+        if type(node) is Remote:
+            _unanswered(WHOLE)
         key = id(node)
         if walked:
             walking.discard(key)
@@ -777,15 +776,22 @@ MAX_NAMES = 256  # names a property's predicate may read of its answers before t
 
 
 def reads(
-    predicate: Callable[[object, Product], object], raw: bytes, done: Session, at: Optional[Opening]
+    predicate: Callable[[object, Product], object],
+    raw: bytes,
+    done: Session,
+    verdict: Optional[Verdict],
+    at: Optional[Opening],
+    known: frozenset[str] = frozenset(),
 ) -> Optional[frozenset[str]]:
-    """The names the predicate reads of its answers on a record it has judged on whole answers (`done`):
-    it runs again here, on copies of those answers that hold only the names found so far, until a run
-    reads nothing they lack. No call reaches the child. None when it reads a whole value, makes a call
-    the whole run did not, or reads more than MAX_NAMES."""
-    if done.projection is not None:
+    """The names the predicate reads of its answers on a record it has judged on whole answers (`done`,
+    to `verdict`), with those `known` already (WHOLE among them once it reads a whole value): it runs
+    again here, on copies of those answers that hold only the names found so far, until a run reads
+    nothing they lack. No call reaches the child. None when that run's verdict is not `verdict` (it read
+    them some way the runner does not see), or it makes a call the whole run did not, or reads more than
+    MAX_NAMES."""
+    if done.projection is not None or verdict is None:
         return None
-    names: set[str] = set()
+    names = set(known)
     while len(names) <= MAX_NAMES:
         trial = Session()
         trial.projection = frozenset(names)
@@ -793,41 +799,42 @@ def reads(
             trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
         except RecursionError:
             return None
-        verdict = _judge(predicate, raw, trial, UNPARSED, at)
+        found = _judge(predicate, raw, trial, UNPARSED, at)
         if trial.missed is None:
-            return trial.projection if verdict is not None else None
-        if trial.missed == WHOLE:
-            return None
+            return trial.projection if found == verdict else None
         names.add(trial.missed)
     return None
 
 
 def _projected(answer: Answer, names: frozenset[str]) -> Answer:
-    """The answer as the child sends it projected to `names`: each object with only the fields (and an
-    answer with only the properties) those name, at every depth."""
+    """The answer as the child sends it projected to `names`: each object with only the fields those
+    name, at every depth (all of them when WHOLE is among them), and an answer with only the properties
+    they name."""
     kind, value, home = answer
-    if kind != "value":
+    if kind != "value" or (type(value) is not Remote and type(value) is not tuple):
         return answer
-    if type(value) is tuple:
-        return kind, _project(value, names), home
-    if type(value) is not Remote:
-        return answer
-    copy = _project(value, names)
-    at = _where(value)
+    fields = names if WHOLE not in names else None
+    copy = _project(value, fields)
+    at = _where(value) if type(value) is Remote else None
     if at is not None:
-        _set_at(copy, (*at[:4], None if at[4] is None else _project(at[4], names), at[5]))
+        own = None
+        if at[4] is not None:
+            own = _new(Remote)
+            _set_fields(own, {key: _project(item, fields) for key, item in fields_of(at[4]).items() if key in names})
+        _set_at(copy, (*at[:4], own, at[5]))
     return kind, copy, home
 
 
-def _project(value: object, names: frozenset[str]) -> Any:
-    """A copy of a part of an answer with only the fields `names` names (RecursionError as deep as the
-    parse went: the caller reads whole answers then)."""
+def _project(value: object, names: Optional[frozenset[str]]) -> Any:
+    """A copy of a part of an answer with only the fields `names` names (all: None; RecursionError as
+    deep as the parse went: the caller reads whole answers then)."""
     if type(value) is tuple:
         return tuple([_project(item, names) for item in value])
     if type(value) is not Remote:
         return value
     copy = _new(Remote)
-    _set_fields(copy, {key: _project(item, names) for key, item in fields_of(value).items() if key in names})
+    fields = fields_of(value).items()
+    _set_fields(copy, {key: _project(item, names) for key, item in fields if names is None or key in names})
     return copy
 
 
@@ -846,9 +853,6 @@ PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle
 
 
 MAX_DEPTH = 256  # a record's nesting: far enough below Python's recursion limit for every parse of it
-# A JSON string, or the rest of the line from an unclosed one (so that the scan stays linear)
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
-_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 def too_deep(raw: bytes) -> bool:
@@ -865,14 +869,7 @@ def too_deep(raw: bytes) -> bool:
 
 def text_too_deep(text: str) -> bool:
     """`too_deep` of a record's text."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return False
-    depth = 0
-    for bracket in _NOT_A_BRACKET.sub("", _STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > MAX_DEPTH:
-            return True
-    return False
+    return protocol.nested_deeper(text, MAX_DEPTH)
 
 
 def _message(exc: BaseException, describe: Optional[Callable[[], str]] = None) -> str:

@@ -227,6 +227,77 @@ def test_the_depth_of_a_malformed_line_is_counted_in_one_pass() -> None:
     """An unclosed string runs to the end of the line: a scan that looked for its end from every escaped
     quote took minutes on a line of 160 KB."""
     unclosed = '"' + '\\"' * 1000
-    found = judging._STRING.match(unclosed)
+    found = protocol.STRING.match(unclosed)
     assert found is not None and found.end() == len(unclosed)
     assert judging.too_deep(("[" * 300 + unclosed).encode())
+
+
+def _judged(predicate: object, data: object, own: object = None) -> tuple[judging.Session, judging.Verdict]:
+    """A record's session judged on a whole answer to its one call (`app.f(record)`), as the parent ends
+    it, and its verdict."""
+    payload = json.dumps([["v", 0, "Totals", data, own or {}]]).encode()
+    (answer,) = protocol.parse_answers(payload, 1, judging.part, judging.Remote)
+    done = judging.Session()
+    raw = b'{"id": 1}'
+    assert judging.run(predicate, raw, done) is None  # type: ignore[arg-type]
+    assert done.pending is not None
+    done.log.append((done.pending, judging.decode(1, answer)))
+    verdict = judging.run(predicate, raw, done)  # type: ignore[arg-type]
+    assert verdict is not None
+    return done, verdict
+
+
+WHOLE_ANSWER = {"total": {"minor": 5, "currency": "EUR"}, "lines": [{"gross": {"minor": 2}, "sku": "a"}], "note": "x"}
+
+
+@pytest.mark.parametrize(
+    "body, names",
+    [
+        ("return t.total.minor == 5", {"total", "minor"}),
+        ("return t.lines[0].gross.minor == 2 and t.total.minor == 5", {"lines", "gross", "minor", "total"}),
+        ("return t.count == 1", {"count"}),  # an own property
+        ('return t["total"]["minor"] == 5', {"total", "minor"}),
+        ('return hasattr(t, "absent")', {"absent"}),
+        ("return t.lines[0].sku.upper() == 'A'", {"lines", "sku"}),
+        # a whole value: every field crosses, and the properties read
+        ("return judging.plain(t.total)['minor'] == 5", {"total", judging.WHOLE}),
+        ("return len(vars(t)) == 3 and t.count == 1", {judging.WHOLE, "count"}),
+        ('return "total" in dir(t)', {judging.WHOLE}),
+        # read past the runner (an attribute lookup of its own): the names do not judge it as whole
+        # answers did, so the answers cross whole
+        ('return object.__getattribute__(t, "note") == "x"', None),
+        ('return judging.fields_of(t).get("note") == "x"', None),
+    ],
+)
+def test_the_names_a_predicate_reads_are_learned_from_its_whole_answers(body: str, names: object) -> None:
+    source = f"def predicate(record, product):\n    t = product.app.f(record)\n    {body}\n"
+    scope: dict[str, object] = {"judging": judging}
+    exec(compile(source, "<predicate>", "exec"), scope)
+    done, verdict = _judged(scope["predicate"], WHOLE_ANSWER, {"count": 1})
+    assert verdict == judging.HELD
+    found = judging.reads(scope["predicate"], b'{"id": 1}', done, verdict, None)  # type: ignore[arg-type]
+    assert found == (None if names is None else frozenset(names))
+    if found is not None:  # learned from what is known already, the same
+        again = judging.reads(scope["predicate"], b'{"id": 1}', done, verdict, None, frozenset({"x"}))  # type: ignore[arg-type]
+        assert again == found | {"x"}
+
+
+def test_a_run_that_reads_a_name_its_answers_lack_runs_again_on_whole_answers() -> None:
+    def predicate(record: object, product: judging.Product) -> bool:
+        t = product.app.f(record)  # type: ignore[attr-defined]
+        try:
+            return t.note == "x"  # type: ignore[no-any-return]
+        except:  # noqa: E722 - swallows what the runner raises too: noticed all the same
+            return False
+
+    session = judging.Session()
+    session.projection = frozenset({"total"})
+    raw = b'{"id": 1}'
+    assert judging.run(predicate, raw, session) is None
+    payload = json.dumps([["v", 0, "Totals", {"total": 5}, {}]]).encode()
+    (answer,) = protocol.parse_answers(payload, 1, judging.part, judging.Remote)
+    session.log.append((session.pending, judging.decode(1, answer)))  # type: ignore[arg-type]
+    # It read `note`, which its projected answer was not asked for: its first call again, for a whole answer
+    assert judging.run(predicate, raw, session) is None
+    assert (session.missed, session.projection, session.log, session.speculative) == ("note", None, [], False)
+    assert session.pending == b'[{"m":"app.f"},[{"id":1}],{}]'

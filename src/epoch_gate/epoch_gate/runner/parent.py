@@ -117,9 +117,11 @@ class _Speculation:
 
 class _Projection:
     """The names a property's answers cross with (`protocol.calls`): those its predicate has read on its
-    records so far (`judging.reads`), once it has judged a batch on whole answers. Whole answers before
-    that, and for good once a predicate reads a whole value (`plain`, `vars`). A record that reads a name
-    they lack runs again on whole answers (`judging.run`), and the name is learned from it."""
+    records so far (`judging.reads`), once it has judged a batch on whole answers: every field, but only
+    the properties read, once a predicate reads a whole value (`plain`, `vars`). Whole answers before
+    that, and for good when a run on the names read does not judge a record as its run on whole answers
+    did. A record that reads a name they lack runs again on whole answers (`judging.run`), and the name is
+    learned from it."""
 
     def __init__(self) -> None:
         self.names: protocol.Projection = None
@@ -129,16 +131,16 @@ class _Projection:
         if self.whole:
             return
         learned = self.names is not None
-        found = set(self.names or ())
-        for (_, raw), session, exact in zip(run.batch, run.sessions, run.exact):
+        found = self.names or frozenset()
+        for (_, raw), session, verdict, exact in zip(run.batch, run.sessions, run.verdicts, run.exact):
             if learned and session.missed is None:
                 continue  # what it read, its answers held (or it ran before the names were learned)
-            names = judging.reads(run.predicate, raw, session, run.opening if exact else None)
-            if names is None:
+            names = judging.reads(run.predicate, raw, session, verdict, run.opening if exact else None, found)
+            if names is None or len(names) > judging.MAX_NAMES:
                 self.whole, self.names = True, None
                 return
-            found |= names
-        self.names = frozenset(found)
+            found = names
+        self.names = found
 
 
 # Strict: a record with NaN, Infinity or a number no float holds is parsed by its run instead (json.loads,

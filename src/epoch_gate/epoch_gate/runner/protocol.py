@@ -5,7 +5,8 @@ kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
   parent -> child  C  "scope", then the projection, then each call: lines of JSON (JSON text never
                       holds a raw newline). The projection is null (every answer whole) or
                       [names, whole]: the answers cross with only the fields and properties `names`
-                      names, at every depth, except those of the calls whose indexes `whole` lists
+                      names, at every depth (every field when it holds WHOLE), except those of the
+                      calls whose indexes `whole` lists
                    D  scope                   the scope's handles can go
   child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from typing import Any, BinaryIO, Callable, Optional, Sequence
 
@@ -65,6 +67,8 @@ def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes
 
 
 Projection = Optional[frozenset[str]]  # the names an answer crosses with; None: all of them
+# Among the names: every field crosses (a predicate that reads whole values), its properties only those named
+WHOLE = "\u0000whole"
 
 
 def calls(scope: int, encoded: list[bytes], names: Projection = None, whole: Sequence[int] = ()) -> bytes:
@@ -97,6 +101,23 @@ def projections(line: bytes, count: int) -> list[Projection]:
 
 def drop(scope: int) -> bytes:
     return frame(DROP, b"%d" % scope)
+
+
+# A JSON string, or the rest of the text from an unclosed one (so that the scan stays linear)
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def nested_deeper(text: str, limit: int) -> bool:
+    """Whether the JSON text's arrays and objects nest deeper than `limit` (its strings aside)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for bracket in _NOT_A_BRACKET.sub("", STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 def refuse_constant(token: str) -> object:
