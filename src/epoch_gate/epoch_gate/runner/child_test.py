@@ -1055,7 +1055,9 @@ def test_a_verdict_is_the_same_whether_answers_cross_whole_or_with_only_the_name
     sent: list[Optional[frozenset[str]]] = []
     send = replay.Channel.send
 
-    def recording(self: replay.Channel, scope: int, calls: list[bytes], names: object = None, whole: object = ()) -> None:
+    def recording(
+        self: replay.Channel, scope: int, calls: list[bytes], names: object = None, whole: object = ()
+    ) -> None:
         sent.append(names)  # type: ignore[arg-type]
         send(self, scope, calls, names, whole)  # type: ignore[arg-type]
 
@@ -1071,7 +1073,14 @@ def test_a_verdict_is_the_same_whether_answers_cross_whole_or_with_only_the_name
         outcome = replayed(world, prop(name, f"reads_{name}"))[name]
         assert outcome.error_code == "", outcome.detail
         outcomes.append(
-            (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure, outcome.detail, outcome.observation_ids)
+            (
+                outcome.outcome,
+                outcome.records,
+                outcome.failures,
+                outcome.first_failure,
+                outcome.detail,
+                outcome.observation_ids,
+            )
         )
         if projected:
             names = {found for found in sent if found is not None}

@@ -127,7 +127,10 @@ NAMES = frozenset({"amount", "name", "label"})
     [
         (
             Node("a", Node("b", 2, Node("c", 3))),
-            ('{"name":"a","amount":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}},"parent":null}', '{"label":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}}}'),
+            (
+                '{"name":"a","amount":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}},"parent":null}',
+                '{"label":{"name":"b","amount":2,"parent":{"name":"c","amount":3,"parent":null}}}',
+            ),
             ('{"name":"a","amount":{"name":"b","amount":2}}', '{"label":{"name":"b","amount":2}}'),
         ),
         # what is left out is not read: whether it is data changes nothing of what crosses
