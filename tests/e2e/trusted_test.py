@@ -83,7 +83,7 @@ import sys as _sys
 for _module in list(_sys.modules.values()):
     _server = getattr(_module, "Server", None)
     if isinstance(_server, type) and hasattr(_server, "answers"):
-        _server.answers = lambda self, scope, calls: "[" + ",".join(['["v",-1,"bool",true,{}]'] * len(calls)) + "]"
+        _server.answers = lambda self, scope, calls, *rest: "[" + ",".join(['["v",-1,"bool",true,{}]'] * len(calls)) + "]"
 """,
 }
 # Product code that goes for the runner beside it, as it could when they shared a jail, a uid and a PID

@@ -31,7 +31,7 @@ def verdict(predicate: Predicate, record: Mapping[str, object]) -> judging.Verdi
         if found is not None:
             return found
         assert session.pending is not None
-        answer = server.answers(scope, server.read_calls([session.pending])).encode()
+        answer = server.answers(scope, server.read_calls([session.pending]), [None]).encode()
         (decoded,) = protocol.parse_answers(answer, 1, judging.part, judging.Remote)
         session.log.append((session.pending, judging.decode(scope, decoded)))
     raise OracleFailed(f"the predicate made more than {MAX_CALLS} calls on one record")
