@@ -120,8 +120,8 @@ class _Projection:
     records so far (`judging.reads`), once it has judged a batch on whole answers: every field, but only
     the properties read, once a predicate reads a whole value (`plain`, `vars`). Whole answers before
     that, and for good when a run on the names read does not judge a record as its run on whole answers
-    did. A record that reads a name they lack runs again on whole answers (`judging.run`), and the name is
-    learned from it."""
+    did. A record that reads a name they lack runs again on whole answers (`judging.run`), and the names
+    are learned from every record judged on whole answers."""
 
     def __init__(self) -> None:
         self.names: protocol.Projection = None
@@ -130,11 +130,11 @@ class _Projection:
     def learn(self, run: _BatchRun) -> None:
         if self.whole:
             return
-        learned = self.names is not None
         found = self.names or frozenset()
         for (_, raw), session, verdict, exact in zip(run.batch, run.sessions, run.verdicts, run.exact):
-            if learned and session.missed is None:
-                continue  # what it read, its answers held (or it ran before the names were learned)
+            if session.projection is not None:
+                continue  # what it read, its answers held
+            # Judged on whole answers (its batch went before the names were learned, or it read more)
             names = judging.reads(run.predicate, raw, session, verdict, run.opening if exact else None, found)
             if names is None or len(names) > judging.MAX_NAMES:
                 self.whole, self.names = True, None
