@@ -19,6 +19,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import sys
 import traceback
 import types
 from decimal import Decimal
@@ -29,9 +30,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 from epoch_gate.runner import protocol
 
 MAX_DATA = 16 * 1024 * 1024  # characters of one text: a longer one is not data
-# How deep an answer's arrays and objects nest: deeper ones are not data. Within the C encoder's reach
-# (two levels of recursion an object), and `_walk` takes one Python frame a level, so that both read
-# every answer alike.
+# How deep an answer's arrays and objects nest: deeper ones are not data, whichever way it is read (the
+# C encoder's text is checked; `_walk` stops there).
 MAX_NESTING = 400
 MAX_TRACEBACK = 1500
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -112,7 +112,7 @@ def to_data(value: Any) -> object:
     """json.dumps' `default`: called only for what is not already JSON."""
     cls = type(value)
     fields = _DICT_FIELDS.get(cls)
-    if fields is not None:  # the hot path: a class already seen
+    if fields is not None:  # the hot path: a class already seen (`_exact_dict`, inline)
         try:
             own = value.__dict__
         except AttributeError:  # a class with slots
@@ -123,7 +123,21 @@ def to_data(value: Any) -> object:
     names = _object_names(value)
     if names is None:
         return _value_data(value)
-    return _read(value, names)
+    own = _exact_dict(value)  # the first object of its class, read as every later one is
+    return own if own is not None else _read(value, names)
+
+
+def _exact_dict(value: object) -> Optional[dict[str, object]]:
+    """The object's `__dict__` when it holds exactly its class's fields (a dataclass's or an attrs
+    class's without slots): its fields as they are, read without a call each."""
+    fields = _DICT_FIELDS.get(type(value))
+    if fields is None:
+        return None
+    try:
+        own = value.__dict__
+    except AttributeError:  # a class with slots
+        return None
+    return own if type(own) is dict and own.keys() == fields else None
 
 
 def _object_names(value: object) -> Optional[tuple[str, ...]]:
@@ -177,23 +191,17 @@ def _to_projected(value: Any) -> object:
     """`to_data` with only the fields `_NAMES` names."""
     cls = type(value)
     wanted = _WANTED.get(cls)
-    if wanted is not None:  # the hot path: a dataclass or an attrs class already seen
-        try:
-            own = value.__dict__
-        except AttributeError:
-            own = None
-        if type(own) is dict and own.keys() == _DICT_FIELDS[cls]:  # as `to_data` reads it
-            return {name: own[name] for name in wanted}
-        return _read(value, wanted)
-    fields = _object_names(value)
-    if fields is None:
-        return _value_data(value)
-    names = _NAMES[0]
-    assert names is not None
-    wanted = tuple([name for name in fields if name in names])
-    if cls in _DICT_FIELDS:  # the same for every instance
-        _WANTED[cls] = wanted
-    return _read(value, wanted)
+    if wanted is None:
+        fields = _object_names(value)
+        if fields is None:
+            return _value_data(value)
+        names = _NAMES[0]
+        assert names is not None
+        wanted = tuple([name for name in fields if name in names])
+        if cls in _DICT_FIELDS:  # the same for every instance
+            _WANTED[cls] = wanted
+    own = _exact_dict(value)  # as `to_data` reads it
+    return {name: own[name] for name in wanted} if own is not None else _read(value, wanted)
 
 
 def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
@@ -284,20 +292,33 @@ def _data(value: object) -> str:
         if len(text) <= MAX_DATA and not protocol.nested_deeper(text, MAX_NESTING):
             return text
         why = NotData(f"nested deeper than {MAX_NESTING}, or a text of over {MAX_DATA} characters")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, WALK_FRAMES))  # the walk reaches MAX_NESTING whatever the product set
     try:
-        walked = _walk(value, 1, set())
-    except RecursionError:
-        walked = None
+        walked = _walk_part(value, 1, set(), [MAX_WALKED])
+    except _TooLarge:
+        raise NotData(f"over {MAX_WALKED} objects, lists and dicts to read") from None
+    finally:
+        sys.setrecursionlimit(limit)
     if walked is not None:
         return walked
     raise why if isinstance(why, NotData) else NotData(f"reading it raised {type(why).__name__}")
 
 
-def _walk(value: object, depth: int, path: set[int]) -> Optional[str]:
+MAX_WALKED = 100_000  # objects, lists and dicts `_walk` reads in one value before it is not data
+WALK_FRAMES = 3 * MAX_NESTING + 1000  # the recursion limit while `_walk` runs: three frames a level
+
+
+class _TooLarge(Exception):
+    """`_walk` read MAX_WALKED parts of one value (a graph whose cycles make paths without end)."""
+
+
+def _walk(value: object, depth: int, path: set[int], budget: list[int]) -> Optional[str]:
     """The value as data, read as the C encoder reads it, in Python: each field of its objects (and each
-    entry of its dicts) that is not data, or that raises when read, left out. None when the value itself
-    is not data: a NaN, a text over MAX_DATA, a function, a list with an item that is not data, a
-    container nested deeper than MAX_NESTING or already on `path` (a cycle)."""
+    entry of its dicts) that is not data, or that raises anything when read, left out. None when the
+    value itself is not data: a NaN, a text over MAX_DATA, a function, a list with an item that is not
+    data, a list, dict or object nested deeper than MAX_NESTING or already on `path` (a cycle). Raises
+    _TooLarge past `budget`."""
     cls = type(value)
     if value is None or issubclass(cls, (str, int, float)):
         if issubclass(cls, str) and str.__len__(value) > MAX_DATA:  # type: ignore[arg-type]
@@ -306,68 +327,97 @@ def _walk(value: object, depth: int, path: set[int]) -> Optional[str]:
             return "".join(_chunks(value, 0))
         except ValueError:  # NaN, Infinity
             return None
-    if depth > MAX_NESTING or id(value) in path:
+    if id(value) in path:
         return None
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooLarge
     path.add(id(value))
     try:
         if issubclass(cls, (list, tuple)):
-            items = []
-            for item in (list.__iter__ if issubclass(cls, list) else tuple.__iter__)(value):  # type: ignore[operator]
-                text = _walk(item, depth + 1, path)
-                if text is None:
-                    return None
-                items.append(text)
-            return "[" + ",".join(items) + "]"
+            return _walk_items(value, depth, path, budget)
         if issubclass(cls, dict):
-            pairs: Iterable[tuple[object, object]] = value.items() if cls is dict else _product_items(value)  # type: ignore[attr-defined]
-            fields = [(_key_text(key), item) for key, item in pairs]
-        else:
-            try:
-                names = _object_names(value)
-                found = _value_data(value) if names is None else None
-            except BaseException:  # noqa: BLE001 - not data, or its class asks the product and it raised
-                return None
-            if names is None:
-                return _walk(found, depth, path)  # an Enum's value, a set's items: no level of their own
-            if _NAMES[0] is not None:
-                names = tuple([name for name in names if name in _NAMES[0]])
-            fields = [(_key(name), _field(value, name)) for name in names]
+            return _walk_dict(value, depth, path, budget)  # type: ignore[arg-type]
+        try:
+            names = _object_names(value)
+            found = _value_data(value) if names is None else None
+            own = _exact_dict(value) if names is not None else None
+        except BaseException:  # noqa: BLE001 - not data, or its class asked the product, which raised
+            return None
+        if names is None:
+            return _walk(found, depth, path, budget)  # an Enum's value, a set's items: no level of their own
+        if depth > MAX_NESTING:
+            return None
+        if _NAMES[0] is not None:
+            names = tuple([name for name in names if name in _NAMES[0]])
         kept = []
-        for key, item in fields:
-            text = None if key is None or item is _UNREAD else _walk(item, depth + 1, path)
+        for name in names:
+            try:
+                item = own[name] if own is not None else getattr(value, name)
+            except MemoryError:
+                raise
+            except BaseException:  # noqa: BLE001 - the product's field raised: it is left out
+                continue
+            text = _walk_part(item, depth + 1, path, budget)
             if text is not None:
-                kept.append(key + text)
+                kept.append(_key(name) + text)
         return "{" + ",".join(kept) + "}"
     finally:
         path.discard(id(value))
 
 
-_UNREAD = object()  # a field that raised when read
-
-
-def _field(value: object, name: str) -> object:
-    """The field as `to_data` reads it (from `__dict__` when that holds exactly the class's fields), or
-    _UNREAD."""
+def _walk_part(value: object, depth: int, path: set[int], budget: list[int]) -> Optional[str]:
+    """`_walk` of a field, an item or an entry: one too deep for the stack is not data, on its own."""
     try:
-        fields = _DICT_FIELDS.get(type(value))
-        own = value.__dict__ if fields is not None else None
-        if type(own) is dict and own.keys() == fields:
-            return own[name]
-        return getattr(value, name)
+        return _walk(value, depth, path, budget)
+    except RecursionError:
+        return None
+
+
+def _walk_items(value: Any, depth: int, path: set[int], budget: list[int]) -> Optional[str]:
+    """A list or a tuple, as the C encoder reads it: its items as they are, or those a subclass's
+    iterator gives."""
+    if depth > MAX_NESTING:
+        return None
+    if type(value) is not list and type(value) is not tuple:
+        try:
+            value = list(value)
+        except MemoryError:
+            raise
+        except BaseException:  # noqa: BLE001 - the product's iterator raised: not data
+            return None
+    items = []
+    for item in value:
+        text = _walk_part(item, depth + 1, path, budget)
+        if text is None:
+            return None
+        items.append(text)
+    return "[" + ",".join(items) + "]"
+
+
+def _walk_dict(value: dict[object, object], depth: int, path: set[int], budget: list[int]) -> Optional[str]:
+    """A dict, as the C encoder reads it: `{}` when it holds nothing, else its items (a subclass's own
+    `items()`), each a pair; an entry whose key JSON has not (a tuple, a NaN), or whose value is not
+    data, is left out."""
+    if depth > MAX_NESTING:
+        return None
+    if dict.__len__(value) == 0:
+        return "{}"
+    try:
+        pairs = list(dict.items(value) if type(value) is dict else value.items())
     except MemoryError:
         raise
-    except BaseException:  # noqa: BLE001 - the product's field raised: it is left out
-        return _UNREAD
-
-
-def _product_items(value: object) -> list[tuple[object, object]]:
-    """A dict subclass's items, as the C encoder asks for them (its own `items`), or none."""
-    try:
-        return list(value.items())  # type: ignore[attr-defined]
-    except MemoryError:
-        raise
-    except BaseException:  # noqa: BLE001 - the product's items() raised: nothing of it is read
-        return []
+    except BaseException:  # noqa: BLE001 - the product's items() raised: not data
+        return None
+    kept = []
+    for pair in pairs:
+        if not issubclass(type(pair), tuple) or tuple.__len__(pair) != 2:  # type: ignore[arg-type]
+            return None
+        key = _key_text(tuple.__getitem__(pair, 0))  # type: ignore[arg-type]
+        text = None if key is None else _walk_part(tuple.__getitem__(pair, 1), depth + 1, path, budget)  # type: ignore[arg-type]
+        if text is not None:
+            kept.append(key + text)  # type: ignore[operator]
+    return "{" + ",".join(kept) + "}"
 
 
 def _key(name: str) -> str:
@@ -392,14 +442,21 @@ def type_name(value: object) -> str:
 
 
 def _key_text(key: object) -> Optional[str]:
-    """A dict's key as JSON text with its colon, as the encoder writes it (an int key as its digits), or
-    None for a key JSON has not (a tuple, a NaN)."""
-    if type(key) is str:
-        return _key(key)
-    try:
-        return "".join(_chunks({key: 0}, 0))[1:-2]
-    except (TypeError, ValueError):
-        return None
+    """A dict's key as JSON text with its colon, as the C encoder writes it (an int key as its digits;
+    no method of the key's is called), or None for a key JSON has not (a tuple, a NaN)."""
+    cls = type(key)
+    if cls is str:
+        return _key(key)  # type: ignore[arg-type]
+    if issubclass(cls, str):
+        return encode_basestring_ascii(key) + ":"  # type: ignore[no-any-return]
+    if issubclass(cls, float):
+        text = float.__repr__(key)  # type: ignore[arg-type]
+        return None if text in ("nan", "inf", "-inf") else encode_basestring_ascii(text) + ":"  # type: ignore[no-any-return]
+    if key is True or key is False or key is None:
+        return {True: '"true":', False: '"false":', None: '"null":'}[key]  # type: ignore[index]
+    if issubclass(cls, int):
+        return encode_basestring_ascii(int.__repr__(key)) + ":"  # type: ignore[arg-type, no-any-return]
+    return None
 
 
 def type_names(exc: BaseException) -> list[str]:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pytest
 
@@ -186,3 +188,127 @@ def test_a_value_nested_too_deep_is_left_out_where_it_goes_too_deep() -> None:
         chain = {"next": chain, "v": 1}
     text, _ = data.encode(chain)
     assert text.count("{") == data.MAX_NESTING and text.startswith('{"next":{"next":')
+
+
+@dataclass
+class Slotted:
+    __slots__ = ("amount", "currency")
+    amount: int
+    currency: str
+
+
+class Doubling(list):  # type: ignore[type-arg]
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter([2 * item for item in list.__iter__(self)])
+
+
+class NotPairs(dict):  # type: ignore[type-arg]
+    def items(self):  # type: ignore[no-untyped-def]
+        return [("a", 1, "extra")]
+
+
+class Unhashable(str):
+    def __hash__(self) -> int:
+        raise KeyboardInterrupt
+
+
+class UnhashableKey(dict):  # type: ignore[type-arg]
+    def items(self):  # type: ignore[no-untyped-def]
+        return [(Unhashable("k"), 1)]
+
+
+def _deep(levels: int, inner: object) -> object:
+    for _ in range(levels):
+        inner = [inner]
+    return inner
+
+
+@pytest.mark.parametrize(
+    "value, names, whole, projected",
+    [
+        # a slotted object's fields, beside a field that is not data: read through its slots either way
+        (
+            Node("a", Slotted(-5, "EUR"), lambda: None),
+            {"amount"},
+            '{"name":"a","amount":{"amount":-5,"currency":"EUR"}}',
+            '{"amount":{"amount":-5}}',
+        ),
+        # a list subclass is read through its own iterator, as the C encoder reads it
+        (Node("a", Doubling([1, 2]), float("nan")), {"amount"}, '{"name":"a","amount":[2,4]}', '{"amount":[2,4]}'),
+        # a dict whose items() are not pairs is not data; a key is never hashed (its __hash__ is product code)
+        (
+            Node("a", NotPairs(x=1), UnhashableKey(z=0)),
+            {"amount", "parent"},
+            '{"name":"a","parent":{"k":1}}',
+            '{"parent":{"k":1}}',
+        ),
+        # an Enum's or a Decimal's value adds no level: nested right at MAX_NESTING, it is data either way
+        (
+            Node("a", _deep(data.MAX_NESTING - 1, Decimal("1")), float("nan")),
+            {"amount"},
+            '{"name":"a","amount":' + "[" * (data.MAX_NESTING - 1) + '"1"' + "]" * (data.MAX_NESTING - 1) + "}",
+            '{"amount":' + "[" * (data.MAX_NESTING - 1) + '"1"' + "]" * (data.MAX_NESTING - 1) + "}",
+        ),
+    ],
+)
+def test_whole_and_projected_answers_read_every_value_alike(
+    value: object, names: set[str], whole: str, projected: str
+) -> None:
+    """A whole answer with a part that is not data is read in Python (`_walk`), a projected one without it
+    by the C encoder: both read what a predicate reads the same way."""
+    assert data.encode(value)[0] == whole
+    assert data.encode(value, frozenset(names))[0] == projected
+
+
+class Shadowing:
+    """A descriptor in front of a dataclass's field: reads its value negated."""
+
+    def __get__(self, held: object, owner: type) -> object:
+        return self if held is None else -held.__dict__["amount"]  # type: ignore[attr-defined]
+
+    def __set__(self, held: object, value: object) -> None:
+        held.__dict__["amount"] = value  # type: ignore[attr-defined]
+
+
+@dataclass
+class Shadowed:
+    amount: int
+
+
+def test_every_object_of_a_class_is_read_alike_the_first_too() -> None:
+    """A dataclass's fields are read from its `__dict__` when that holds exactly them, for its first
+    object as for every later one, projected or not."""
+    Shadowed.amount = Shadowing()  # type: ignore[assignment]
+    try:
+        for names in (None, frozenset({"amount"}), frozenset({"amount", "other"})):
+            assert [data.encode(Shadowed(5), names)[0] for _ in range(2)] == ['{"amount":5}'] * 2
+    finally:
+        del Shadowed.amount
+
+
+def test_a_graph_with_cycles_is_read_within_a_bound() -> None:
+    """Each node of a ring linked to the next and the one after: paths without end that avoid a cycle. The
+    walk stops after MAX_WALKED parts: the answer is not data, never an hour of reading."""
+
+    @dataclass
+    class Ring:
+        id: int
+        next: object = None
+        skip: object = None
+
+    nodes = [Ring(i) for i in range(40)]
+    for i, node in enumerate(nodes):
+        node.next, node.skip = nodes[(i + 1) % 40], nodes[(i + 2) % 40]
+    with pytest.raises(data.NotData, match="over 100000 objects, lists and dicts to read"):
+        data.encode(nodes[0])
+    assert data.encode(nodes[0], frozenset({"id"}))[0] == '{"id":0}'
+
+
+def test_the_walk_reaches_max_nesting_whatever_the_recursion_limit() -> None:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)  # as a product may set it
+    try:
+        text = data.encode(Node("a", _deep(data.MAX_NESTING - 2, 1), float("nan")))[0]
+    finally:
+        sys.setrecursionlimit(limit)
+    assert text.count("[") == data.MAX_NESTING - 2

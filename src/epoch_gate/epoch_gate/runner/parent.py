@@ -115,6 +115,9 @@ class _Speculation:
                 self.head = head
 
 
+MAX_NAMES_TEXT = 1 << 16  # characters of the names a property's answers cross with (each batch sends them)
+
+
 class _Projection:
     """The names a property's answers cross with (`protocol.calls`): those its predicate has read on its
     records so far (`judging.reads`), once it has judged a batch on whole answers: every field, but only
@@ -136,7 +139,7 @@ class _Projection:
                 continue  # what it read, its answers held
             # Judged on whole answers (its batch went before the names were learned, or it read more)
             names = judging.reads(run.predicate, raw, session, verdict, run.opening if exact else None, found)
-            if names is None or len(names) > judging.MAX_NAMES:
+            if names is None or len(names) > judging.MAX_NAMES or sum(map(len, names)) > MAX_NAMES_TEXT:
                 self.whole, self.names = True, None
                 return
             found = names
