@@ -25,7 +25,7 @@ import types
 from decimal import Decimal
 from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from epoch_gate.runner import protocol
 
