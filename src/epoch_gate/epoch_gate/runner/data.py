@@ -200,8 +200,15 @@ def _to_projected(value: Any) -> object:
         wanted = tuple([name for name in fields if name in names])
         if cls in _DICT_FIELDS:  # the same for every instance
             _WANTED[cls] = wanted
-    own = _exact_dict(value)  # as `to_data` reads it
-    return {name: own[name] for name in wanted} if own is not None else _read(value, wanted)
+    fields = _DICT_FIELDS.get(cls)  # as `to_data` reads it (`_exact_dict`, inline)
+    if fields is not None:
+        try:
+            own = value.__dict__
+        except AttributeError:  # a class with slots
+            own = None
+        if type(own) is dict and own.keys() == fields:
+            return {name: own[name] for name in wanted}
+    return _read(value, wanted)
 
 
 def _read(value: object, names: tuple[str, ...]) -> dict[str, object]:
