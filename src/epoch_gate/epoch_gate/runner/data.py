@@ -81,7 +81,8 @@ def _fields(value: object) -> Optional[tuple[str, ...]]:
     elif hasattr(cls, "__attrs_attrs__"):
         own = [a.name for a in cls.__attrs_attrs__]  # type: ignore[attr-defined]
     elif isinstance(getattr(value, "__dict__", None), dict):
-        return tuple(name for name in vars(value) if not name.startswith("_"))  # per instance: not cached
+        # per instance: not cached; a name that is a str subclass would hash and compare with product code
+        return tuple(name for name in vars(value) if type(name) is str and not name.startswith("_"))
     else:
         return None
     names = _FIELDS[cls] = tuple(own)
@@ -247,7 +248,7 @@ def _own_names(value: object) -> tuple[str, ...]:
                 isinstance(value, _JSON_NATIVE)
                 or callable(value)
                 or isinstance(value, types.ModuleType)
-                or _fields(value) is None
+                or _object_names(value) is None  # not `_fields`: an Enum that is a dataclass is read by its value
             )
             else _properties(cls)
         )
@@ -462,7 +463,10 @@ def _key_text(key: object) -> Optional[str]:
     if key is True or key is False or key is None:
         return {True: '"true":', False: '"false":', None: '"null":'}[key]  # type: ignore[index]
     if issubclass(cls, int):
-        return encode_basestring_ascii(int.__repr__(key)) + ":"  # type: ignore[arg-type, no-any-return]
+        try:
+            return encode_basestring_ascii(int.__repr__(key)) + ":"  # type: ignore[arg-type, no-any-return]
+        except ValueError:  # more digits than Python writes (sys.get_int_max_str_digits)
+            return None
     return None
 
 

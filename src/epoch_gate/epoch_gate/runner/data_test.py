@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import enum
 import sys
 from dataclasses import dataclass
 from decimal import Decimal
@@ -312,3 +313,46 @@ def test_the_walk_reaches_max_nesting_whatever_the_recursion_limit() -> None:
     finally:
         sys.setrecursionlimit(limit)
     assert text.count("[") == data.MAX_NESTING - 2
+
+
+@dataclass(frozen=True)
+class Size:
+    size: str
+    legs: int
+
+
+class Bug(Size, enum.Enum):
+    BEETLE = ("small", 6)
+
+
+class Hashless(str):
+    armed = False
+
+    def __hash__(self) -> int:
+        if Hashless.armed:
+            raise RuntimeError("product code")
+        return str.__hash__(self)
+
+
+def test_an_enum_that_is_a_dataclass_crosses_as_its_value_whatever_came_before() -> None:
+    before = data.encode(Node("a", Bug.BEETLE))[0]
+    assert data.encode(Bug.BEETLE)[0] == '["small",6]'  # as an answer, where its properties are looked for
+    assert data.encode(Node("a", Bug.BEETLE))[0] == before == '{"name":"a","amount":["small",6],"parent":null}'
+
+
+def test_a_key_or_a_field_name_is_never_product_code() -> None:
+    holder = Node("a", {10**5000: 1, "kept": 2})  # an int Python will not write as digits: that entry is left out
+    assert data.encode(holder)[0] == '{"name":"a","amount":{"kept":2},"parent":null}'
+    plain = Slotless()
+    plain.__dict__[Hashless("odd")] = 1  # a field named by a str subclass: not a field
+    Hashless.armed = True
+    try:
+        assert data.encode(plain)[0] == '{"b":2}'
+        assert data.encode(plain, frozenset({"b"}))[0] == '{"b":2}'
+    finally:
+        Hashless.armed = False
+
+
+class Slotless:
+    def __init__(self) -> None:
+        self.b = 2

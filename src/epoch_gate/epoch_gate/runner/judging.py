@@ -158,9 +158,9 @@ class Remote(_Held):
         return f"<product {_type(self)}>"
 
     def __getattr__(self, name: str) -> Any:  # only for a name that is not a field
+        _unanswered(name)  # a field's name may start with "__" too (a dict's key)
         if name.startswith("__"):
             raise AttributeError(name)
-        _unanswered(name)
         return Method(self, name)
 
     def __getitem__(self, key: str) -> Any:

@@ -301,3 +301,15 @@ def test_a_run_that_reads_a_name_its_answers_lack_runs_again_on_whole_answers() 
     assert judging.run(predicate, raw, session) is None
     assert (session.missed, session.projection, session.log, session.speculative) == ("note", None, [], False)
     assert session.pending == b'[{"m":"app.f"},[{"id":1}],{}]'
+
+
+def test_a_field_whose_name_starts_with_two_underscores_is_learned_too() -> None:
+    """A dict's key may read as such a field: a predicate that probes for it is run again on whole answers
+    when its projected answer lacks it, as for any other name."""
+
+    def predicate(record: object, product: judging.Product) -> bool:
+        t = product.app.f(record)  # type: ignore[attr-defined]
+        return getattr(t, "__typename", "Order") == "Order"
+
+    done, verdict = _judged(predicate, {"__typename": "Order", "total": 1})
+    assert judging.reads(predicate, b'{"id": 1}', done, verdict, None) == frozenset({"__typename"})
