@@ -244,12 +244,8 @@ def _own_names(value: object) -> tuple[str, ...]:
     if names is None:
         names = (
             ()
-            if (
-                isinstance(value, _JSON_NATIVE)
-                or callable(value)
-                or isinstance(value, types.ModuleType)
-                or _object_names(value) is None  # not `_fields`: an Enum that is a dataclass is read by its value
-            )
+            # not `_fields`: an Enum that is a dataclass is read by its value
+            if isinstance(value, _JSON_NATIVE) or _object_names(value) is None
             else _properties(cls)
         )
         if cls in _FIELDS:  # a dataclass or an attrs class: the same for every instance

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import enum
 import sys
 from dataclasses import dataclass
@@ -87,8 +88,6 @@ class Raising:
         (Node("a", 1, Node("b", lambda: None)), '{"name":"a","amount":1,"parent":{"name":"b","parent":null}}'),
         # a list with an item that is not data is not data: the field holding it is left out
         (Node("a", [1, float("inf")]), '{"name":"a","parent":null}'),
-        # a cycle: the field that closes it is left out
-        ({"held": {"v": 1}, "me": None}, '{"held":{"v":1},"me":null}'),
         # a dict's entry that is not data, or whose key is not JSON's, is left out
         ({"a": 1, "b": float("nan"), (1, 2): 3, 4: 5}, '{"a":1,"4":5}'),
     ],
@@ -167,20 +166,20 @@ def test_a_text_too_long_is_left_out_whatever_else_crosses(monkeypatch: pytest.M
     assert data.encode(value, frozenset({"name"})) == ('{"name":"aaaaa"}', "{}")
 
 
+class Cancelling:
+    """A plain object whose field `gone` is a property in front of its `__dict__` entry, which raises what
+    `except Exception` does not catch."""
+
+    def __init__(self) -> None:
+        self.__dict__.update(kept=1, gone=2)
+
+    @property
+    def gone(self) -> int:
+        raise asyncio.CancelledError()
+
+
 def test_a_field_raising_what_except_exception_misses_is_left_out() -> None:
-    import asyncio
-
-    class Cancelled:
-        def __init__(self) -> None:
-            self.kept = 1
-
-        def __getattr__(self, name: str) -> object:
-            raise asyncio.CancelledError()
-
-    holder = Node("a", Cancelled())
-    object.__setattr__(holder.amount, "__dict__", {"kept": 1, "gone": 2})
-    type(holder.amount).gone = property(lambda self: (_ for _ in ()).throw(asyncio.CancelledError()))
-    assert data.encode(holder)[0] == '{"name":"a","amount":{"kept":1},"parent":null}'
+    assert data.encode(Node("a", Cancelling()))[0] == '{"name":"a","amount":{"kept":1},"parent":null}'
 
 
 def test_a_value_nested_too_deep_is_left_out_where_it_goes_too_deep() -> None:

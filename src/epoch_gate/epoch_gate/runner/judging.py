@@ -481,14 +481,16 @@ def plain(value: Any) -> Any:
     if isinstance(value, Method):
         return plain(value._value())
     made: dict[int, object] = {}
+    whole_read = False  # a whole value read (`_unanswered`), told once
     walking: set[int] = set()
     pending: list[tuple[object, bool]] = [(value, False)]
     while pending:
         node, walked = pending.pop()
         if type(node) is not Remote and type(node) is not list and type(node) is not tuple:
             continue
-        if type(node) is Remote:
+        if type(node) is Remote and not whole_read:
             _unanswered(WHOLE)
+            whole_read = True
         key = id(node)
         if walked:
             walking.discard(key)

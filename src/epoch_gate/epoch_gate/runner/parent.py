@@ -139,7 +139,7 @@ class _Projection:
                 continue  # what it read, its answers held
             # Judged on whole answers (its batch went before the names were learned, or it read more)
             names = judging.reads(run.predicate, raw, session, verdict, run.opening if exact else None, found)
-            if names is None or len(names) > judging.MAX_NAMES or sum(map(len, names)) > MAX_NAMES_TEXT:
+            if names is None or sum(map(len, names)) > MAX_NAMES_TEXT:  # (reads bounds their number)
                 self.whole, self.names = True, None
                 return
             found = names
