@@ -95,6 +95,28 @@ class Libfaketime(TemplatedExternalTool):
     default_url_platform_mapping = {"linux_x86_64": "x86_64-linux-gnu", "linux_arm64": "aarch64-linux-gnu"}
 
 
+# Pants writes a sandbox's copy of bubblewrap just before it runs it. A process forked meanwhile outside
+# Pants' spawn lock (the goal's `git`, a plugin's subprocess) holds that file open for writing until it
+# execs, and an exec of it then fails with ETXTBSY, which Pants 2.17 retries once and then fails the run
+# on (seen in CI). So the host's interpreter execs bubblewrap, and waits out a busy file for up to 4 s.
+EXEC_RETRYING = """
+import errno, os, sys, time
+for wait in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, None):
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    except OSError as error:
+        if error.errno != errno.ETXTBSY or wait is None:
+            sys.stderr.write("cannot run %s: %s\\n" % (sys.argv[1], error.strerror))
+            sys.exit(126)
+        time.sleep(wait)
+"""
+
+
+def exec_retrying(python: str, argv: list[str]) -> list[str]:
+    """`argv`, whose program Pants wrote into the sandbox, run by `python` so a busy file is waited out."""
+    return [python, "-I", "-S", "-c", EXEC_RETRYING, *argv]
+
+
 @dataclass(frozen=True)
 class Jail:
     """How the generator and the replays run. `wrap` turns a sandbox process's argv and environment
@@ -105,6 +127,7 @@ class Jail:
     tools: Digest
     prefixes: tuple[str, ...]
     build_root: str
+    python: str = ""  # the host's interpreter, which starts bubblewrap (`exec_retrying`)
     trusted: bool = False  # trusted mode (`--gate-candidate`): the jail is required
     unsafe_unjailed: bool = False  # [gate].unsafe_allow_unjailed_verdict
     bwrap: str = isolation.BWRAP  # where the jail's bubblewrap is, in the sandbox
@@ -117,10 +140,8 @@ class Jail:
     def wrap(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], FrozenDict[str, str]]:
         if not self.isolation.jailed:
             return argv, FrozenDict(env)
-        return (
-            isolation.jailed_argv(argv, env, self.prefixes, self.build_root, self.isolation.fixed_clock),
-            FrozenDict(),
-        )
+        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, self.isolation.fixed_clock)
+        return exec_retrying(self.python, jailed), FrozenDict()
 
     @property
     def required(self) -> bool:
@@ -333,7 +354,12 @@ async def _host(python: str, tools: Digest) -> tuple[str, Union[tuple[str, ...],
         Get(
             FallibleProcessResult,
             Process,
-            _probe([isolation.BWRAP, "--version"], tools, FrozenDict(), "Read the bubblewrap version"),
+            _probe(
+                exec_retrying(python, [isolation.BWRAP, "--version"]),
+                tools,
+                FrozenDict(),
+                "Read the bubblewrap version",
+            ),
         ),
         Get(
             FallibleProcessResult,
@@ -375,11 +401,13 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     argv = isolation.jailed_argv(
         [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {}, prefixes, root, fixed_clock
     )
-    probe = await Get(FallibleProcessResult, Process, _probe(argv, tools, FrozenDict(), "Probe the jail"))
+    probe = await Get(
+        FallibleProcessResult, Process, _probe(exec_retrying(python.path, argv), tools, FrozenDict(), "Probe the jail")
+    )
     judged = isolation.judge_probe(
         name, probe.exit_code, probe.stdout, probe.stderr, fixed_clock, isolation.host_restriction()
     )
-    return Jail(judged, mode, tools if judged.jailed else EMPTY_DIGEST, prefixes, root, **policy)
+    return Jail(judged, mode, tools if judged.jailed else EMPTY_DIGEST, prefixes, root, python.path, **policy)
 
 
 def rules() -> list:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from pants.build_graph.address import Address
 from pants.engine.fs import Digest, DigestContents
@@ -14,7 +20,7 @@ from epoch_gate.reasons import Code
 from epoch_gate_pants import fixture, isolation
 from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import BWRAP_SHA, GENERATOR, bootstrapped, configure
-from epoch_gate_pants.isolation import Jail
+from epoch_gate_pants.isolation import Jail, exec_retrying
 from epoch_gate_pants.rule_harness import write_repo
 
 MODULES = (fixture, isolation)
@@ -107,3 +113,24 @@ def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(
     assert jail.isolation.description.endswith(
         f"and the system's {old}/bwrap (bubblewrap 0.4.1) is not bubblewrap 0.5.0 or later)"
     ), jail.isolation
+
+
+def test_a_bubblewrap_held_open_for_writing_is_waited_for_not_failed_on(tmp_path: Path) -> None:
+    # What a process forked beside Pants' write of the sandbox does: it holds the file open for writing.
+    program = tmp_path / "bwrap"
+    shutil.copy("/bin/echo", program)
+    with program.open("r+b"):
+        with pytest.raises(OSError) as busy:
+            subprocess.run([str(program), "held"])
+        assert busy.value.errno == errno.ETXTBSY
+        started = subprocess.Popen(exec_retrying(sys.executable, [str(program), "ran"]), stdout=subprocess.PIPE)
+        time.sleep(0.1)
+    assert started.communicate(timeout=30) == (b"ran\n", None) and started.returncode == 0
+
+    # Anything else is not retried: it is said, and the process fails.
+    gone = subprocess.run(exec_retrying(sys.executable, [str(tmp_path / "gone")]), capture_output=True, timeout=30)
+    assert (gone.returncode, gone.stdout, gone.stderr) == (
+        126,
+        b"",
+        f"cannot run {tmp_path}/gone: No such file or directory\n".encode(),
+    )
