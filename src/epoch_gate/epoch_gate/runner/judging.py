@@ -267,30 +267,23 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
     """Where the child holds a part of an answer of the current run: that answer's home and the path to
     the part (found by identity, through the answer's fields and its own properties)."""
     session = Session.current
-    for _, (kind, answer, home) in session.log if session is not None else ():
-        if home is None:
-            continue
-        path = _path_to(value, answer)
-        at = _where(answer) if type(answer) is Remote else None
-        if path is None and at is not None:
-            path = _path_to(value, at[4])  # a property's value: the child reads it by name too
-        if path is not None:
-            return home, path
-    return None
+    found = session.held().get(id(value)) if session is not None else None
+    if found is None or found[0] is not value:
+        return None
+    return found[1], found[2]
 
 
-def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
-    """The path from `node` to `value` (by identity, without recursion), or None. Each object is walked
-    once, so that even a cycle made through `fields_of` ends."""
+def _hold(held: dict[int, tuple[object, Home, list[Union[str, int]]]], node: object, home: Home) -> None:
+    """Adds each part under `node` to `held` with its path, unless an earlier answer holds it: a walk by
+    identity, without recursion, each object once, so that even a cycle made through `fields_of` ends."""
     pending: list[tuple[object, list[Union[str, int]]]] = [(node, [])]
     seen: set[int] = set()
     while pending:
         current, path = pending.pop()
-        if current is value:
-            return path
         if id(current) in seen:
             continue
         seen.add(id(current))
+        held.setdefault(id(current), (current, home, path))
         if type(current) is Remote:
             items: Any = fields_of(current).items()
         elif type(current) is tuple:
@@ -298,7 +291,6 @@ def _path_to(value: Remote, node: object) -> Optional[list[Union[str, int]]]:
         else:
             continue
         pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is tuple]
-    return None
 
 
 def _ref(value: Remote) -> list[object]:
@@ -729,6 +721,8 @@ class Session:
         "opening",
         "projection",
         "missed",
+        "_held",
+        "_held_upto",
     )
 
     def __init__(self) -> None:
@@ -745,6 +739,26 @@ class Session:
         self.record: object = None
         self.raw = b""
         self.opening: Optional[Opening] = None
+        # The parts of its answers by id, and the last entry of the log they were taken from (`held`)
+        self._held: dict[int, tuple[object, Home, list[Union[str, int]]]] = {}
+        self._held_upto: Optional[tuple[bytes, Answer]] = None
+
+    def held(self) -> dict[int, tuple[object, Home, list[Union[str, int]]]]:
+        """Each part of this run's answers that the child holds, by id: the part, its answer's home and the
+        path to it. Each answer is walked once, as it comes: a predicate that passes back each of an
+        answer's N parts walked the answer for each, on each of its N runs."""
+        log, upto = self.log, self._held_upto
+        done = next((n for n in range(len(log), 0, -1) if log[n - 1] is upto), 0)
+        if done == 0:  # none taken yet, or the log was cleared since (`upto` is held here: no new entry is it)
+            self._held = {}
+        for _, (_, answer, home) in log[done:]:
+            if home is not None:
+                _hold(self._held, answer, home)
+                at = _where(answer) if type(answer) is Remote else None
+                if at is not None:
+                    _hold(self._held, at[4], home)  # a property's value: the child reads it by name too
+        self._held_upto = log[-1] if log else None
+        return self._held
 
     def replay(self) -> Any:
         """The answer to the call at this position, as the product gave it."""

@@ -93,6 +93,40 @@ def test_a_part_passed_back_is_found_where_the_child_holds_it() -> None:
         judging.Session.current = None
 
 
+def test_each_answer_is_walked_once_however_many_of_its_parts_are_passed_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    walked: list[object] = []
+    hold = judging._hold
+    monkeypatch.setattr(judging, "_hold", lambda held, node, home: walked.append(node) or hold(held, node, home))
+    session = judging.Session()
+    first = _answer({"lines": [{"gross": n} for n in range(50)]})
+    session.log.append((b"first", ("value", first, (1, 0, "Totals"))))
+    session.log.append((b"a number", ("value", 7, None)))
+    judging.Session.current = session
+    try:
+        for n in range(50):
+            assert judging._ref(first.lines[n]) == [1, 0, ["lines", n]]  # type: ignore[attr-defined]
+        own = judging._where(first)[4]  # type: ignore[index]
+        assert list(map(id, walked)) == [id(first), id(own)]  # its fields, and its own properties
+        # A later answer is walked when it comes, and only it.
+        second = _answer({"lines": [{"gross": 9}]})
+        session.log.append((b"second", ("value", second, (1, 1, "Totals"))))
+        assert judging._ref(second.lines[0]) == [1, 1, ["lines", 0]]  # type: ignore[attr-defined]
+        assert judging._ref(first.lines[3]) == [1, 0, ["lines", 3]]  # type: ignore[attr-defined]
+        assert list(map(id, walked)) == [id(first), id(own), id(second), id(judging._where(second)[4])]  # type: ignore[index]
+        # The log cleared (a run again on whole answers): a part of the run before is no part of this one,
+        # even once the log is as long as it was.
+        session.log.clear()
+        third = _answer({"lines": [{"gross": 1}]})
+        session.log += [(b"third", ("value", third, (2, 0, "Totals"))), (b"a number", ("value", 7, None))]
+        with pytest.raises(judging.OracleError, match="outside the run of the record"):
+            judging._ref(first.lines[3])  # type: ignore[attr-defined]
+        assert judging._ref(third.lines[0]) == [2, 0, ["lines", 0]]  # type: ignore[attr-defined]
+    finally:
+        judging.Session.current = None
+
+
 def test_a_cycle_the_predicate_made_is_walked_once() -> None:
     session = judging.Session()
     root = _answer({"lines": [{"gross": 2}]})
