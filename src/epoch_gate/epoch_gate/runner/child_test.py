@@ -993,6 +993,12 @@ SHAPES = """
             self.__dict__.update(id=id, status="ok", payload=1)
     def reply(record):
         return Reply(record["id"])
+    @dataclass
+    class Labelled:  # a field named like an attribute every answer's class has
+        status: str
+        __module__: str = "the label"
+    def labelled(record):
+        return Labelled("ok")
 """
 
 # Each reads its answers another way; some read more on later records (once the names are learned: batches of
@@ -1033,6 +1039,10 @@ OTHER_READS = {
         "        return count == t.length",
     ),
     "a_field_raising_a_base_exception": ("reply", 'return t.status == "ok"'),
+    "a_field_named_like_a_class_attribute": (
+        "labelled",
+        'return t.__module__ == "the label" if record["id"] > 50 else t.status == "ok"',
+    ),
 }
 
 

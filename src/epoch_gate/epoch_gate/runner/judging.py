@@ -202,6 +202,10 @@ class Remote(_Held):
     __neg__, __pos__, __abs__ = _operator("neg"), _operator("pos"), _operator("abs")
 
 
+# A field named like an attribute of the class (`__module__`, `__doc__`, an operator) reads as that field
+# when it crosses and as the class's attribute when it does not, with no miss to notice: it always crosses.
+SHADOWED = frozenset(dir(Remote))
+
 _new = object.__new__
 _set_fields = _Held.__dict__["__dict__"].__set__
 _get_fields = _Held.__dict__["__dict__"].__get__

@@ -128,12 +128,13 @@ class _Projection:
 
     def __init__(self) -> None:
         self.names: protocol.Projection = None
+        self.learned: frozenset[str] = frozenset()
         self.whole = False
 
     def learn(self, run: _BatchRun) -> None:
         if self.whole:
             return
-        found = self.names or frozenset()
+        found = self.learned
         for (_, raw), session, verdict, exact in zip(run.batch, run.sessions, run.verdicts, run.exact):
             if session.projection is not None:
                 continue  # what it read, its answers held
@@ -143,7 +144,7 @@ class _Projection:
                 self.whole, self.names = True, None
                 return
             found = names
-        self.names = found
+        self.learned, self.names = found, found | judging.SHADOWED
 
 
 # Strict: a record with NaN, Infinity or a number no float holds is parsed by its run instead (json.loads,
