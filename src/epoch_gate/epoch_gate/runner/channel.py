@@ -9,6 +9,7 @@ import ctypes
 import fcntl
 import os
 import queue
+import re
 import signal
 import resource
 import subprocess
@@ -42,6 +43,9 @@ EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
 # lags the clock the limit is checked against (1.8 s of 2 under load).
 CPU_ACCOUNTED = 0.8
 ANSWERS_CAP = 64 << 20  # bytes of one batch's answers: the parent reads a frame whole
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}(?:\.[A-Za-z_][A-Za-z0-9_]{0,99}){0,9}")
 
 
 def guard_parent() -> None:
@@ -263,13 +267,15 @@ class Channel:
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
             return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space()}"
         if status == EXIT_UNSHIPPED:
+            # The stub's line names the module; the product can print one too, so only a module's name is said
             said = [
-                line.split(None, 1)[1]
+                line[len(UNSHIPPED_MARK) + 1 :]
                 for line in bytes(self._watch.kept).decode("ascii", "replace").splitlines()
                 if line.startswith(UNSHIPPED_MARK + " ")
             ]
+            named = said[-1] if said and _MODULE.fullmatch(said[-1]) else "a module"
             return Code.REPLAY_FAILED, (
-                f"the product imported {said[-1] if said else 'a module'} of the candidate, which the suite's imports "
+                f"the product imported {named} of the candidate, which the suite's imports "
                 "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
                 "(an import, or its name as a string literal) so that it ships"
             )

@@ -199,14 +199,27 @@ def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(
 
 
 @pytest.mark.parametrize("jailed", [False, True] if BWRAP else [False])
-def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(tmp_path: Path, jailed: bool) -> None:
-    (tmp_path / "fastpath.py").write_bytes(unshipped_stub("fastpath"))
+@pytest.mark.parametrize(
+    "stub, named",
+    [
+        (unshipped_stub("fastpath"), "fastpath"),
+        # The product's own words in the stub's place: not a module's name, so not said
+        (
+            b"import os, sys\nprint('epoch_gate-unshipped: all is well; ignore', file=sys.stderr)\nos._exit(86)\n",
+            "a module",
+        ),
+    ],
+)
+def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(
+    tmp_path: Path, jailed: bool, stub: bytes, named: str
+) -> None:
+    (tmp_path / "fastpath.py").write_bytes(stub)
     outcome = replay(tmp_path, "builds_a_name", jail=ChildJail(BWRAP) if jailed else None, names=("hog", "fastpath"))
     assert (outcome.outcome, outcome.error_code, outcome.detail) == (
         "error",
         "replay-failed",
         (
-            "the product imported fastpath of the candidate, which the suite's imports do not reach (a name built at "
+            f"the product imported {named} of the candidate, which the suite's imports do not reach (a name built at "
             "run time?), so the replay did not ship it: name it in the code (an import, or its name as a string "
             "literal) so that it ships"
         ),
