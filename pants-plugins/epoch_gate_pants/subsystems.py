@@ -235,8 +235,7 @@ class SampledPropertiesSubsystem(Subsystem):
             Bytes of memory the replay's product code may use: the address space of each of its
             processes and the size of any file it writes; the resident memory and open memfds of all of
             them together; and its `/tmp` (with bubblewrap 0.7 and later). Going over it is
-            `replay-failed` naming the limit. The replay's judge may also hold this much more than it
-            used at the start and the world's size, for the answers it parses (the product shapes them).
+            `replay-failed` naming the limit.
             """
         ),
     )

@@ -311,7 +311,7 @@ class Channel:
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
             return protocol.parse_answers(payload, count, judging.part, judging.Remote)
-        except (ChildFailed, MemoryError):  # the judge's own limit (confine.hold_judge): the replay ends
+        except ChildFailed:
             raise
         except protocol.ProtocolError as exc:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None

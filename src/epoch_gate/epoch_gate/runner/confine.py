@@ -62,31 +62,6 @@ class Limits:
         )
 
 
-def hold_judge(limits: Limits, world: Path) -> Optional[int]:
-    """Bounds this process, the judge, before it reads the world: to the address space it has now, the
-    world's bytes (read whole) and `limits.memory` more for the answers it holds. The product shapes
-    those: a list of empty objects parses to some 150 times its bytes, so a product held to its own
-    limits could otherwise take the machine's memory through the judge. The bound set, or None where
-    there is no /proc to measure from (then the jail is all that holds)."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            used = int(statm.read().split()[0]) * resource.getpagesize()
-    except (OSError, ValueError, IndexError):
-        return None
-    world_bytes = 0
-    for folder, _, files in os.walk(world):
-        for name in files:
-            with contextlib.suppress(OSError):
-                world_bytes += os.stat(os.path.join(folder, name)).st_size
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    bound = used + world_bytes + limits.memory
-    if hard != resource.RLIM_INFINITY:
-        bound = min(bound, hard)
-    if soft == resource.RLIM_INFINITY or bound < soft:
-        resource.setrlimit(resource.RLIMIT_AS, (bound, hard))  # the soft limit: a child sets its own
-    return bound
-
-
 def interpreter_folders() -> list[str]:
     """The folders this interpreter runs from (as `epoch_gate.runner.isolation.PREFIXES` finds them)."""
     executable = os.path.realpath(sys.executable)

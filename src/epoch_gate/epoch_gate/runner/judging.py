@@ -968,8 +968,6 @@ def _judge(
             if session.pending is not None
             else Verdict(False, from_os(_message(exc))[:MAX_DETAIL], PREDICATE_ERROR)
         )
-    except MemoryError:  # the judge's own limit (confine.hold_judge): not a verdict on the record
-        raise
     except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
         Session.current = None  # its message may hold a product value: shown without asking the child
         if session.pending is not None:

@@ -19,7 +19,7 @@ from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
 from epoch_gate.runner.channel import ChildFailed
-from epoch_gate.runner.confine import ChildJail, Limits, hold_judge
+from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -117,7 +117,6 @@ def run_replay(args: argparse.Namespace) -> int:
         limits,
         children=args.children,
     )
-    bound = hold_judge(limits, Path(args.world))
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
         result = parent.run(
@@ -137,17 +136,6 @@ def run_replay(args: argparse.Namespace) -> int:
     except ChildFailed as failed:  # the child failed (its set-up, its protocol, its exit): no output is written
         # On a line of its own: the product's output, passed on before it, may end without a newline.
         print(f"\nrefused {Reason(failed.code, args.suite, '', '', failed.detail).line()}", file=sys.stderr)
-        return 1
-    except MemoryError:  # the children are ended (parent.run); what the judge held is released by now
-        why = Reason(
-            Code.REPLAY_FAILED,
-            args.suite,
-            "",
-            "",
-            f"the judge ran out of memory under its limit ({bound} bytes of address space: what it used at "
-            "the start, the world's size and [property-replay].child_memory_bytes for the product's answers)",
-        )
-        print(f"\nrefused {why.line()}", file=sys.stderr)
         return 1
     except OSError as error:  # the child (or its jail's bubblewrap) could not be started at all
         why = Reason(Code.REPLAY_FAILED, args.suite, "", "", f"the replay's child could not start: {error}")
