@@ -161,7 +161,10 @@ class Channel:
         jail: Optional[ChildJail] = None,
         limits: Limits = Limits(),
         fate: Optional[Fate] = None,
+        held_batches: int = 1,
     ) -> None:
+        """`held_batches`: how many batches' answers the parent may hold at once, which share the memory
+        the limits give the product (`receive`)."""
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
@@ -170,6 +173,7 @@ class Channel:
         else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
             argv = jail.argv(argv, sandbox, names, child_path, limits)
         self._limits, self._late, self._fate = limits, False, fate or Fate()
+        self._held_batches = held_batches
         self._cpu_seconds = 0.0
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
         self._process = subprocess.Popen(
@@ -310,6 +314,7 @@ class Channel:
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
+            self._check_cost(payload, count)
             return protocol.parse_answers(payload, count, judging.part, judging.Remote)
         except ChildFailed:
             raise
@@ -317,6 +322,23 @@ class Channel:
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - whatever the child sent, reading it never ends the runner
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {type(exc).__name__}") from None
+
+    def _check_cost(self, payload: bytes, count: int) -> None:
+        """Ends the replay before the parent parses answers that would take more of its memory than its
+        share of what the product may use: the answers are the product's to shape, and the parent, which
+        holds them, is under no limit of its own. Decided on the text alone, so the same answers always
+        get the same outcome, and before any predicate reads them."""
+        share = self._limits.memory // self._held_batches
+        if len(payload) * protocol.MOST_PER_BYTE <= share:
+            return  # too short to matter, whatever it holds: nothing counted
+        cost = protocol.parsed_cost(payload)
+        if cost > share:
+            raise self.fail(
+                Code.REPLAY_FAILED,
+                f"the product's answers to a batch of {count} calls ({len(payload)} bytes) would take some {cost} "
+                f"bytes of the judge's memory, over their share of {self._limits.address_space()}: {share} bytes, "
+                f"one of the {self._held_batches} batches the judge may hold at once",
+            )
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -47,6 +48,9 @@ def prints():
 def computes():
     while True:
         pass
+
+def empty_objects():  # 2 bytes each of its answer's text, some 130 bytes each once parsed
+    return [{}] * 600_000
 
 def detaches():
     if os.fork() == 0:
@@ -306,3 +310,16 @@ def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
     ]
     assert args[:2] == ["--unshare-all", "--die-with-parent"] and args[-1] == "--"
     assert args[args.index("--setenv") : args.index("--setenv") + 3] == ["--setenv", "FAKETIME", "x"]
+
+
+def test_answers_that_would_take_more_of_the_judges_memory_than_their_share_end_the_replay(tmp_path: Path) -> None:
+    # 1.8 MB of text, under every limit on an answer or a batch: 190 MB once parsed, by the estimate.
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=256 * MiB))
+    assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
+    assert re.fullmatch(
+        r"the product's answers to a batch of 1 calls \(\d+ bytes\) would take some \d+ bytes of the judge's "
+        r"memory, over their share of its memory limit \(268435456 bytes of address space per process, "
+        r"\[property-replay\]\.child_memory_bytes\): 134217728 bytes, one of the 2 batches the judge may hold "
+        r"at once",
+        outcome.detail,
+    ), outcome.detail

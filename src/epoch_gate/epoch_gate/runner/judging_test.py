@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import dis
 import json
+import tracemalloc
 
 import pytest
 
@@ -347,3 +348,31 @@ def test_a_field_whose_name_starts_with_two_underscores_is_learned_too() -> None
 
     done, verdict = _judged(predicate, {"__typename": "Order", "total": 1})
     assert judging.reads(predicate, b'{"id": 1}', done, verdict, None) == frozenset({"__typename"})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [{}] * 20_000,
+        [[]] * 20_000,
+        [[1]] * 20_000,
+        [[[[[]]]]] * 5_000,
+        [100_000 + n for n in range(20_000)],
+        [1.5] * 20_000,
+        ["ab"] * 20_000,
+        [{"sku": "s1", "qty": 1000 + n, "price": {"minor": n, "currency": "EUR"}} for n in range(5_000)],
+        [{f"k{n}": n for n in range(50)}] * 500,
+    ],
+    ids=["objects", "lists", "one_item_lists", "nested_lists", "ints", "floats", "texts", "records", "wide_objects"],
+)
+def test_the_estimate_of_what_parsed_answers_hold_errs_high(data: object) -> None:
+    """What a batch's answers take once parsed, at the parse's peak, is never more than `parsed_cost` says."""
+    payload = json.dumps([["v", 0, "T", data, {}]], separators=(",", ":")).encode()
+    tracemalloc.start()
+    try:
+        (answer,) = protocol.parse_answers(payload, 1, judging.part, judging.Remote)
+        judging.decode(1, answer)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= protocol.parsed_cost(payload) <= len(payload) * protocol.MOST_PER_BYTE

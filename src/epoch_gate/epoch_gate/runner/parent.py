@@ -569,7 +569,17 @@ def run(
     scopes = _Scopes()
     try:
         for _ in range(max(1, child.children)):
-            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate))
+            channels.append(
+                Channel(
+                    child.sandbox,
+                    product_names,
+                    child.child_path,
+                    child.jail,
+                    child.limits,
+                    fate,
+                    held_batches=IN_FLIGHT * max(1, child.children),
+                )
+            )
         if product_setup:
             _set_up_product(channels, scopes, product_setup)
         results = [
