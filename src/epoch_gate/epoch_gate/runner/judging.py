@@ -274,27 +274,32 @@ def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
     found = session.held().get(id(value)) if session is not None else None
     if found is None or found[0] is not value:
         return None
-    return found[1], found[2]
+    home, path = found[1], []
+    while found[2] is not None:  # up to the answer, by the step from each part's holder
+        path.append(found[3])
+        found = found[2]
+    return home, path[::-1]
 
 
-def _hold(held: dict[int, tuple[object, Home, list[Union[str, int]]]], node: object, home: Home) -> None:
-    """Adds each part under `node` to `held` with its path, unless an earlier answer holds it: a walk by
-    identity, without recursion, each object once, so that even a cycle made through `fields_of` ends."""
-    pending: list[tuple[object, list[Union[str, int]]]] = [(node, [])]
+def _hold(held: dict[int, Held], node: object, home: Home) -> None:
+    """Adds each Remote under `node` to `held`, unless an earlier answer holds it: a walk by identity,
+    without recursion, each object once, so that even a cycle made through `fields_of` ends."""
+    pending: list[Held] = [(node, home, None, None)]
     seen: set[int] = set()
     while pending:
-        current, path = pending.pop()
+        entry = pending.pop()
+        current = entry[0]
         if id(current) in seen:
             continue
         seen.add(id(current))
-        held.setdefault(id(current), (current, home, path))
         if type(current) is Remote:
+            held.setdefault(id(current), entry)
             items: Any = fields_of(current).items()
         elif type(current) is tuple:
             items = enumerate(current)  # type: ignore[arg-type]
         else:
             continue
-        pending += [(item, [*path, step]) for step, item in items if type(item) is Remote or type(item) is tuple]
+        pending += [(item, home, entry, step) for step, item in items if type(item) is Remote or type(item) is tuple]
 
 
 def _ref(value: Remote) -> list[object]:
@@ -682,6 +687,8 @@ Home = tuple[int, int, str]  # where the child holds an answer: scope, handle, i
 # ("value", the decoded value, its home: None for a number or text) or ("raised" / "unresolved", its
 # arguments, None)
 Answer = tuple[str, object, Optional[Home]]
+# A part of an answer, as `Session.held` finds it: (the part, its answer's home, its holder's, the step from it)
+Held = tuple[object, Home, Optional[tuple[Any, ...]], Union[str, int, None]]
 
 
 def decode(scope: int, answer: list[object]) -> Answer:
@@ -744,12 +751,12 @@ class Session:
         self.raw = b""
         self.opening: Optional[Opening] = None
         # The parts of its answers by id, and the last entry of the log they were taken from (`held`)
-        self._held: dict[int, tuple[object, Home, list[Union[str, int]]]] = {}
+        self._held: dict[int, Held] = {}
         self._held_upto: Optional[tuple[bytes, Answer]] = None
 
-    def held(self) -> dict[int, tuple[object, Home, list[Union[str, int]]]]:
-        """Each part of this run's answers that the child holds, by id: the part, its answer's home and the
-        path to it. Each answer is walked once, as it comes: a predicate that passes back each of an
+    def held(self) -> dict[int, Held]:
+        """Each part of this run's answers that the child holds, by id, with the way to it from its answer
+        (`_locate`). Each answer is walked once, as it comes: a predicate that passes back each of an
         answer's N parts walked the answer for each, on each of its N runs."""
         log, upto = self.log, self._held_upto
         done = next((n for n in range(len(log), 0, -1) if log[n - 1] is upto), 0)
