@@ -821,14 +821,14 @@ def reads(
     names = set(known)
     while len(names) <= MAX_NAMES:
         trial = Session()
-        trial.projection = frozenset(names)
+        trial.projection = frozenset(names) | SHADOWED  # as the child will send them
         try:
             trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
         except RecursionError:
             return None
         found = _judge(predicate, raw, trial, UNPARSED, at)
         if trial.missed is None:
-            return trial.projection if found == verdict else None
+            return frozenset(names) if found == verdict else None
         names.add(trial.missed)
     return None
 

@@ -376,3 +376,15 @@ def test_the_estimate_of_what_parsed_answers_hold_errs_high(data: object) -> Non
     finally:
         tracemalloc.stop()
     assert peak <= protocol.parsed_cost(payload) <= len(payload) * protocol.MOST_PER_BYTE
+
+
+def test_a_field_named_like_an_attribute_of_every_answers_class_is_not_learned_but_always_crosses() -> None:
+    def predicate(record: object, product: judging.Product) -> bool:
+        t = product.app.f(record)  # type: ignore[attr-defined]
+        return t.__module__ == "the label" and t.total == 1  # type: ignore[no-any-return]
+
+    done, verdict = _judged(predicate, {"__module__": "the label", "total": 1})
+    assert verdict == judging.HELD
+    # Its trial reads the field as the child sends it: projection stays on, with only `total` learned.
+    assert judging.reads(predicate, b'{"id": 1}', done, verdict, None) == frozenset({"total"})
+    assert "__module__" in judging.SHADOWED
