@@ -103,7 +103,7 @@ EXEC_RETRYING = """
 import errno, os, sys, time
 for wait in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, None):
     try:
-        os.execv(sys.argv[1], sys.argv[1:])
+        os.execve(sys.argv[1], sys.argv[1:], {})  # not even the interpreter's LC_CTYPE (PEP 538)
     except OSError as error:
         if error.errno != errno.ETXTBSY or wait is None:
             sys.stderr.write("cannot run %s: %s\\n" % (sys.argv[1], error.strerror))
