@@ -92,6 +92,14 @@ class GateRun:
         return [o for s in self.suites() for o in s["observations"]]
 
 
+def pants_env() -> dict[str, str]:
+    """The environment every nested ./pants runs with: what it needs, and nothing Pants would pass on to
+    its processes (`[subprocess-environment]`'s LANG, SSL_CERT_FILE, ...), which is part of their cache
+    keys: two runs judge from the same cache only in the same environment."""
+    kept = ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "EPOCH_GATE_CACHE")
+    return {**{k: v for k, v in os.environ.items() if k in kept}, **GIT_ENV}
+
+
 class Repo:
     def __init__(self, root: Path, daemon: bool = False) -> None:
         self.root = root
@@ -206,17 +214,12 @@ class Repo:
             path.write_text(data, "utf-8")
 
     def pants(self, *args: str, env: dict[str, str] = {}) -> subprocess.CompletedProcess[str]:  # noqa: B006
-        kept = {
-            k: v
-            for k, v in os.environ.items()
-            if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "EPOCH_GATE_CACHE")
-        }
         return subprocess.run(
             ["./pants", *(() if self.daemon else ("--no-pantsd",)), *args],
             cwd=self.root,
             capture_output=True,
             text=True,
-            env={**kept, **GIT_ENV, **env},
+            env={**pants_env(), **env},
             timeout=900,
         )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.repo import GateRun, Repo
+from tests.e2e.repo import GateRun, Repo, pants_env
 
 REFUND_BUG = (
     "src/orders/orders/payments.py",
@@ -382,7 +382,7 @@ def test_an_honest_candidate_is_eligible_and_the_readmes_ci_command_judges_it_ag
         timeout=900,
         # With what each process was, and how many ran (read below).
         env={
-            **os.environ,
+            **pants_env(),  # as the judge's: the cache keys of Pants' own processes hold part of it
             "PR_SHA": commit,
             "PATH": path,
             "TMPDIR": str(scratch),
