@@ -235,8 +235,8 @@ class SampledPropertiesSubsystem(Subsystem):
             Bytes of memory the replay's product code may use: the address space of each of its
             processes and the size of any file it writes; the resident memory and open memfds of all of
             them together; and its `/tmp` (with bubblewrap 0.7 and later). Going over it is
-            `replay-failed` naming the limit. The answers the replay's judge holds at once, by an estimate
-            from their text that errs high, share it too.
+            `replay-failed` naming the limit. The answers the replay's judge holds at once may take no
+            more, by an estimate from their text that errs high.
             """
         ),
     )

@@ -149,6 +149,15 @@ class Fate:
         return next((watch.exceeded for watch in self.watches if watch.exceeded), None)
 
 
+class Holding:
+    """What the judge holds of the product's answers, by `protocol.parsed_cost`: `Channel.receive` adds
+    each batch's, the caller releases a batch's once it is judged. `taken`: the last batch's."""
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.taken = 0
+
+
 class Channel:
     """One child of the replay, for the whole replay. `send` queues a batch of calls; `receive` reads the
     answers to the oldest batch not yet answered. Children that share a `Fate` fail together."""
@@ -161,10 +170,7 @@ class Channel:
         jail: Optional[ChildJail] = None,
         limits: Limits = Limits(),
         fate: Optional[Fate] = None,
-        held_batches: int = 1,
     ) -> None:
-        """`held_batches`: how many batches' answers the parent may hold at once, which share the memory
-        the limits give the product (`receive`)."""
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
@@ -173,7 +179,6 @@ class Channel:
         else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
             argv = jail.argv(argv, sandbox, names, child_path, limits)
         self._limits, self._late, self._fate = limits, False, fate or Fate()
-        self._held_batches = held_batches
         self._cpu_seconds = 0.0
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
         self._process = subprocess.Popen(
@@ -300,8 +305,9 @@ class Channel:
     def drop(self, scope: int) -> None:
         self._outbox.put(protocol.drop(scope))
 
-    def receive(self, count: int) -> list[list[object]]:
-        """The answers to the oldest batch sent and not yet answered, `count` calls long."""
+    def receive(self, count: int, holding: Optional[Holding] = None) -> list[list[object]]:
+        """The answers to the oldest batch sent and not yet answered, `count` calls long, taken into
+        `holding` (none: read to be thrown away)."""
         self.check()
         try:
             got = protocol.read_frame(self._process.stdout, ANSWERS_CAP)  # type: ignore[arg-type]
@@ -314,7 +320,8 @@ class Channel:
             kind, payload = got
             if kind != protocol.ANSWERS:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
-            self._check_cost(payload, count)
+            if holding is not None:
+                self._hold(holding, payload, count)
             return protocol.parse_answers(payload, count, judging.part, judging.Remote)
         except ChildFailed:
             raise
@@ -323,22 +330,21 @@ class Channel:
         except Exception as exc:  # noqa: BLE001 - whatever the child sent, reading it never ends the runner
             raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {type(exc).__name__}") from None
 
-    def _check_cost(self, payload: bytes, count: int) -> None:
-        """Ends the replay before the parent parses answers that would take more of its memory than its
-        share of what the product may use: the answers are the product's to shape, and the parent, which
-        holds them, is under no limit of its own. Decided on the text alone, so the same answers always
-        get the same outcome, and before any predicate reads them."""
-        share = self._limits.memory // self._held_batches
-        if len(payload) * protocol.MOST_PER_BYTE <= share:
-            return  # too short to matter, whatever it holds: nothing counted
+    def _hold(self, holding: Holding, payload: bytes, count: int) -> None:
+        """Ends the replay before the parent parses answers that would take it over what the product may
+        use itself, with every answer it still holds: the product shapes them, and the parent is under no
+        limit of its own. Decided on the texts alone, in the order they are read, before any predicate
+        reads them: the same answers always get the same outcome."""
         cost = protocol.parsed_cost(payload)
-        if cost > share:
+        if holding.held + cost > self._limits.memory:
             raise self.fail(
                 Code.REPLAY_FAILED,
                 f"the product's answers to a batch of {count} calls ({len(payload)} bytes) would take some {cost} "
-                f"bytes of the judge's memory, over their share of {self._limits.address_space()}: {share} bytes, "
-                f"one of the {self._held_batches} batches the judge may hold at once",
+                f"bytes of the judge's memory, beside the {holding.held} it holds of answers not yet judged: "
+                f"over {self._limits.address_space()}",
             )
+        holding.held += cost
+        holding.taken = cost
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""

@@ -49,8 +49,8 @@ def computes():
     while True:
         pass
 
-def empty_objects():  # 2 bytes each of its answer's text, some 130 bytes each once parsed
-    return [{}] * 600_000
+def empty_objects(count=600_000):  # 2 bytes each of its answer's text, some 130 bytes each once parsed
+    return [{}] * count
 
 def detaches():
     if os.fork() == 0:
@@ -125,12 +125,13 @@ def replay(
     limits: Limits = SMALL,
     jail: Optional[ChildJail] = None,
     names: tuple[str, ...] = ("hog",),
+    checks: str = "",
 ) -> PropertyOutcome:
     world = tmp_path / "world"
     world.mkdir()
     (world / "orders.jsonl").write_text(json.dumps({"id": 1, "runner": os.getpid()}) + "\n")
     (tmp_path / "hog.py").write_text(HOGS)
-    checks = f"def judged(record, product):\n    return product.hog.{function}() == 1\n"
+    checks = checks or f"def judged(record, product):\n    return product.hog.{function}() == 1\n"
     if function == "looks":
         checks = (
             "from epoch_gate.runner.judging import plain\n\n"
@@ -312,14 +313,27 @@ def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
     assert args[args.index("--setenv") : args.index("--setenv") + 3] == ["--setenv", "FAKETIME", "x"]
 
 
-def test_answers_that_would_take_more_of_the_judges_memory_than_their_share_end_the_replay(tmp_path: Path) -> None:
-    # 1.8 MB of text, under every limit on an answer or a batch: 190 MB once parsed, by the estimate.
-    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=256 * MiB))
+def test_answers_that_would_take_more_of_the_judges_memory_than_the_product_may_use_end_the_replay(
+    tmp_path: Path,
+) -> None:
+    # 1.8 MB of text, under every limit on an answer or a batch: 220 MB once parsed, by the estimate.
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=128 * MiB))
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
     assert re.fullmatch(
         r"the product's answers to a batch of 1 calls \(\d+ bytes\) would take some \d+ bytes of the judge's "
-        r"memory, over their share of its memory limit \(268435456 bytes of address space per process, "
-        r"\[property-replay\]\.child_memory_bytes\): 134217728 bytes, one of the 2 batches the judge may hold "
-        r"at once",
+        r"memory, beside the 0 it holds of answers not yet judged: over its memory limit \(134217728 bytes of "
+        r"address space per process, \[property-replay\]\.child_memory_bytes\)",
         outcome.detail,
     ), outcome.detail
+
+
+def test_what_the_judge_holds_is_counted_over_every_round_of_calls_until_the_batch_is_judged(tmp_path: Path) -> None:
+    # Each call's answers (36 MB by the estimate) are well under the limit; a record's five calls are not.
+    checks = (
+        "def judged(record, product):\n"
+        "    return all(len(product.hog.empty_objects(100_000)) == 100_000 for _ in range(5))\n"
+    )
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=128 * MiB), checks=checks)
+    assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
+    held = re.fullmatch(r".* beside the (\d+) it holds of answers not yet judged: .*", outcome.detail)
+    assert held and int(held[1]) > 64 * MiB, outcome.detail

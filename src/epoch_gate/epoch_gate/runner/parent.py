@@ -40,7 +40,7 @@ from epoch_gate.evidence.observations import Observation, make_observation, writ
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging, protocol
-from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
+from epoch_gate.runner.channel import Channel, ChildFailed, Fate, Holding, close_all, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
@@ -215,6 +215,7 @@ class _BatchRun:
         self.waiting: list[int] = list(range(len(batch)))
         self.parsed: Optional[list[object]] = _parsed(batch)  # each record for its first run; None once used
         self.exact = [value is not judging.UNPARSED for value in self.parsed]  # may cross as its bytes
+        self.held = 0  # what its answers so far take of the judge's memory (`Holding`)
 
     def start(self, speculation: _Speculation) -> list[bytes]:
         """The first calls: the speculated ones, or those the predicate makes when run."""
@@ -273,6 +274,7 @@ def _judge_batches(
     children in turn (the same child for the same batch, whatever the timing), up to IN_FLIGHT each at a
     time; answers are read in the order the batches went, which is the order each child answers its own."""
     pending: collections.deque[_BatchRun] = collections.deque()
+    holding = Holding()  # every round's answers of every batch not yet judged
     turn = itertools.cycle(channels)
     speculation = _Speculation()
     projection = _Projection()
@@ -298,7 +300,8 @@ def _judge_batches(
             if not pending:
                 return
             run = pending.popleft()
-            run.answer(run.channel.receive(len(run.waiting)))
+            run.answer(run.channel.receive(len(run.waiting), holding))
+            run.held += holding.taken
             calls = run.step()
             if calls:
                 run.send(calls)
@@ -307,6 +310,7 @@ def _judge_batches(
                 run.channel.drop(run.scope)
                 speculation.learn(run)
                 projection.learn(run)
+                holding.held -= run.held  # its answers go with it: the caller keeps only its verdicts
                 yield run
     finally:
         # Stopped early (the predicate failed): the answers still owed are read, so that the channels
@@ -569,17 +573,7 @@ def run(
     scopes = _Scopes()
     try:
         for _ in range(max(1, child.children)):
-            channels.append(
-                Channel(
-                    child.sandbox,
-                    product_names,
-                    child.child_path,
-                    child.jail,
-                    child.limits,
-                    fate,
-                    held_batches=IN_FLIGHT * max(1, child.children),
-                )
-            )
+            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate))
         if product_setup:
             _set_up_product(channels, scopes, product_setup)
         results = [

@@ -122,17 +122,20 @@ def nested_deeper(text: str, limit: int) -> bool:
 
 # What the parent holds once it has parsed answers, at most, per part of their text (measured on CPython
 # 3.9 at its peak, while a list is still beside its tuple): an object (a dict and a Remote) or a list (and
-# its tuple), a text, an item or a field (a pointer, a number); plus the text's own bytes.
+# its tuple), a text, an item or a field (a pointer, a number).
 PART_COST, TEXT_COST, ITEM_COST = 320, 56, 40
-MOST_PER_BYTE = PART_COST + 1  # `[[[[`: no text costs more per byte
 
 
 def parsed_cost(payload: bytes) -> int:
     """An estimate, erring high, of the bytes the parent holds once it has parsed `payload`: the product
-    shapes its answers, and a list of empty objects parses to some 40 times its text."""
+    shapes its answers, and a list of empty objects parses to some 40 times its text. The text is
+    counted twice (the decoded copy json.loads makes, and the strings parsed from it), at 4 bytes a
+    character once any is not ASCII (one beyond the BMP widens its whole string so)."""
+    width = 4 if b"\\u" in payload or (payload and max(payload) >= 0x80) else 1
     parts = payload.count(b"{") + payload.count(b"[")
     items = payload.count(b",") + payload.count(b":")
-    return len(payload) + PART_COST * parts + TEXT_COST * (payload.count(b'"') // 2) + ITEM_COST * items
+    texts = payload.count(b'"') // 2
+    return (1 + width) * len(payload) + PART_COST * parts + TEXT_COST * texts + ITEM_COST * items
 
 
 def refuse_constant(token: str) -> object:
