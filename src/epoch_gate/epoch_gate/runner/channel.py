@@ -112,6 +112,17 @@ def _children_cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def _cpu_seconds_of(pid: int) -> float:
+    """The CPU time an exited, not yet reaped process and the children it reaped used, as its /proc entry
+    keeps it (0 when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
     """Ends every child: each gets its end of stream, then all are reaped with everything they started
     (the last one's sweep spares nothing) before any pipe is read for bytes after the last answer, so no
@@ -248,12 +259,13 @@ class Channel:
                 self._kill_group()
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
+            own = _cpu_seconds_of(self._process.pid)  # a second account: rusage has fallen short under load
             before = _children_cpu_seconds()
             self._process.wait()
             self._fate.alive.discard(self._process.pid)
             # In the child's jail this reaps its init, and with it the CPU time of its processes.
             kill_orphans(spare=self._fate.alive)
-            self._cpu_seconds = _children_cpu_seconds() - before
+            self._cpu_seconds = max(own, _children_cpu_seconds() - before)
         self._watch.stop_polling()
         self._watch.output_ended()
         return self._process.returncode
