@@ -404,7 +404,9 @@ def test_an_honest_candidate_is_eligible_and_the_readmes_ci_command_judges_it_ag
     executed = set(re.findall(r'spawned local process .*? description: "([^"]*)"', again.stderr))
     unexpected = executed - HOST_PROBES
     # What the engine logged of each process that ran again (a cache miss, and why), should one
-    assert not unexpected, [line[:600] for line in again.stderr.splitlines() if any(d in line for d in unexpected)][:30]
+    assert not unexpected, "\n".join(
+        [line[:600] for line in again.stderr.splitlines() if any(d in line for d in unexpected)][:30]
+    )
     counters = dict(re.findall(r"^\s+(\w+): (\d+)$", again.stderr, re.M))
     assert int(counters["local_execution_requests"]) == len(executed), counters
     assert int(counters["local_cache_requests_cached"]) >= 3, counters  # generator, requirements, replay

@@ -9,7 +9,6 @@ import ctypes
 import fcntl
 import os
 import queue
-import re
 import signal
 import resource
 import subprocess
@@ -43,9 +42,6 @@ EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
 # lags the clock the limit is checked against (1.8 s of 2 under load).
 CPU_ACCOUNTED = 0.8
 ANSWERS_CAP = 64 << 20  # bytes of one batch's answers: the parent reads a frame whole
-
-
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}(?:\.[A-Za-z_][A-Za-z0-9_]{0,99}){0,9}")
 
 
 def guard_parent() -> None:
@@ -162,11 +158,10 @@ class Fate:
 
 class Holding:
     """What the judge holds of the product's answers, by `protocol.parsed_cost`: `Channel.receive` adds
-    each batch's, the caller releases a batch's once it is judged. `taken`: the last batch's."""
+    each batch's, the caller releases a batch's once it is judged."""
 
     def __init__(self) -> None:
         self.held = 0
-        self.taken = 0
 
 
 class Channel:
@@ -294,7 +289,7 @@ class Channel:
                 for line in bytes(self._watch.kept).decode("ascii", "replace").splitlines()
                 if line.startswith(UNSHIPPED_MARK + " ")
             ]
-            named = said[-1] if said and _MODULE.fullmatch(said[-1]) else "a module"
+            named = said[-1] if said and all(part.isidentifier() for part in said[-1].split(".")) else "a module"
             return Code.REPLAY_FAILED, (
                 f"the product imported {named} of the candidate, which the suite's imports "
                 "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
@@ -356,7 +351,6 @@ class Channel:
                 f"over {self._limits.address_space()}",
             )
         holding.held += cost
-        holding.taken = cost
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""

@@ -300,8 +300,9 @@ def _judge_batches(
             if not pending:
                 return
             run = pending.popleft()
+            before = holding.held
             run.answer(run.channel.receive(len(run.waiting), holding))
-            run.held += holding.taken
+            run.held += holding.held - before
             calls = run.step()
             if calls:
                 run.send(calls)
