@@ -39,7 +39,7 @@ from epoch_gate.runner.isolation import Isolation, Mode
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.runner.confine import Limits
 from epoch_gate_pants.failures import failure_line
-from epoch_gate_pants.subsystems import GateSubsystem
+from epoch_gate_pants.subsystems import GateSubsystem, SampledPropertiesSubsystem
 
 
 class Bubblewrap(TemplatedExternalTool):
@@ -131,6 +131,7 @@ class Jail:
     trusted: bool = False  # trusted mode (`--gate-candidate`): the jail is required
     unsafe_unjailed: bool = False  # [gate].unsafe_allow_unjailed_verdict
     bwrap: str = isolation.BWRAP  # where the jail's bubblewrap is, in the sandbox
+    tasks: int = Limits().tasks()  # the kernel's ceiling on a jail's processes and threads (Limits.tasks)
 
     def child_arguments(self, limits: Limits) -> list[str]:
         """The runner's options for its child: its own jail inside this one when jailed, and its limits."""
@@ -140,7 +141,8 @@ class Jail:
     def wrap(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], FrozenDict[str, str]]:
         if not self.isolation.jailed:
             return argv, FrozenDict(env)
-        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, self.isolation.fixed_clock)
+        fixed_clock = self.isolation.fixed_clock
+        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, fixed_clock, self.python, self.tasks)
         return exec_retrying(self.python, jailed), FrozenDict()
 
     @property
@@ -377,9 +379,15 @@ async def _host(python: str, tools: Digest) -> tuple[str, Union[tuple[str, ...],
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
-async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
-    mode, root = gate.isolation, build_root.path
-    policy = {"trusted": gate.candidate is not None, "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict}
+async def probe_jail(
+    gate: GateSubsystem, replay: SampledPropertiesSubsystem, python_setup: PythonSetup, build_root: BuildRoot
+) -> Jail:
+    mode, root, tasks = gate.isolation, build_root.path, replay.child_limits.tasks()
+    policy = {
+        "trusted": gate.candidate is not None,
+        "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict,
+        "tasks": tasks,
+    }
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root, **policy)
     # The interpreter search (a pex process, seconds in a cold run) runs beside the tools' fetch; it never
@@ -399,7 +407,13 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     fixed_clock = jail_tools.clock.missing is None
     child = isolation.child_probe_argv(python.path, prefixes, "/")
     argv = isolation.jailed_argv(
-        [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)], {}, prefixes, root, fixed_clock
+        [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)],
+        {},
+        prefixes,
+        root,
+        fixed_clock,
+        python.path,
+        tasks,
     )
     probe = await Get(
         FallibleProcessResult, Process, _probe(exec_retrying(python.path, argv), tools, FrozenDict(), "Probe the jail")

@@ -244,7 +244,8 @@ class SampledPropertiesSubsystem(Subsystem):
         default=_LIMITS.processes,
         advanced=True,
         help="Processes and threads the replay's product code may have alive at once (a fork bomb ends "
-        "here): `replay-failed` beyond it.",
+        "here): `replay-failed` beyond it. Watched every 50 ms; jailed, the kernel also refuses any fork "
+        "in the jail past 300 + twice this + 64 (Linux 6.14 and later, or an unprivileged uid).",
     )
     child_open_files = IntOption(
         default=_LIMITS.open_files,

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Optional
 
-from epoch_gate.runner.isolation import child_jail_arguments
+from epoch_gate.runner.isolation import PID_MAX_LIMIT, RESERVED_PIDS, child_jail_arguments
 
 MiB = 1 << 20
 # Passed through to the child's jail: the stopped clock (epoch_gate.runner.isolation.jailed_argv), nothing else.
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
 POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
+RUNNER_TASKS = 64  # the runner's threads, and each child's bubblewrap and threads, with room to spare
 KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to its own stderr
 
 
@@ -51,6 +52,14 @@ class Limits:
             (resource.RLIMIT_CORE, 0, 0),
         ):
             resource.setrlimit(limit, (soft, hard))
+
+    def tasks(self) -> int:
+        """The kernel's ceiling on the tasks of the replay's jail (`isolation.CEILING`): the runner, its
+        children and everything they start. The watch polls, and a fork bomb grows between two polls (to
+        some 1,900 tasks under a light load, with `processes` 256); the ceiling keeps it off the host's PID
+        table, and the watch, which sees the tree over `processes`, still names the limit. Twice
+        `processes` and the runner's own once the jail's PIDs wrap, RESERVED_PIDS more before."""
+        return min(RESERVED_PIDS + 2 * max(self.processes, 1) + RUNNER_TASKS, PID_MAX_LIMIT - 1)
 
     def cpu(self) -> str:
         return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"

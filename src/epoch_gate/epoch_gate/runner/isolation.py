@@ -145,16 +145,52 @@ def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str
     return args
 
 
+# The jail's first process (run as `python -I -S -c CEILING <tasks> <argv>...`, with CAP_SYS_ADMIN and
+# CAP_SETPCAP in the jail's user namespace alone) bounds the tasks of the jail's PID namespace, then execs
+# `argv` with no capability, nor any in its bounding set. The watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's
+# load a fork bomb outgrew it between two polls by thousands of processes, until another job's fork on the
+# host failed with EAGAIN. Since Linux 6.14 pid_max is per PID namespace, and /proc/sys/kernel/pid_max is
+# the writer's own: the kernel then refuses any fork in the jail past the ceiling. Before 6.14 that file is
+# the host's and is never written (the jail's uid may be root's): RLIMIT_NPROC, which counts the jail's
+# tasks alone, bounds them instead, except under root's uid, which the kernel exempts.
+RESERVED_PIDS = 300  # PIDs a namespace does not reuse once its PIDs wrap (the kernel's RESERVED_PIDS)
+PID_MAX_LIMIT = 1 << 22  # the largest pid_max the kernel accepts (64-bit)
+CEILING = """
+import ctypes, os, resource, sys
+tasks = int(sys.argv[1])
+release = os.uname().release.replace("-", ".").split(".")  # 6.18.44-fc, 6.14-rc1, 5.15.0-91-generic
+try:
+    version = (int(release[0]), int(release[1]))
+except (IndexError, ValueError):
+    version = (0, 0)  # unknown: the host's pid_max is never written
+if version >= (6, 14):
+    with open("/proc/sys/kernel/pid_max", "w") as pid_max:
+        pid_max.write(str(tasks + 1))
+resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+libc = ctypes.CDLL(None, use_errno=True)
+# Out of the bounding set (PR_CAPBSET_DROP: CAP_SYS_ADMIN, then CAP_SETPCAP, which the drop takes), so that
+# no file capability gives either back; then every set empty (capset, version 3), the ambient one with them.
+header, empty = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+if libc.prctl(24, 21, 0, 0, 0) or libc.prctl(24, 8, 0, 0, 0) or libc.capset(header, empty):
+    sys.exit("the jail's first process could not drop its capabilities: errno %d" % ctypes.get_errno())
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
 def jailed_argv(
     argv: list[str],
     env: dict[str, str],
     python_prefixes: Iterable[str],
     build_root: str,
     fixed_clock: bool,
+    python: str,
+    tasks: int,
     sandbox: str = "{chroot}",
 ) -> list[str]:
     """`argv` run inside the jail with exactly `env` (bwrap clears the rest), the clock stopped when
-    `fixed_clock` (libfaketime at FAKETIME in the sandbox)."""
+    `fixed_clock` (libfaketime at FAKETIME in the sandbox), and at most `tasks` processes and threads
+    (`CEILING`, run by `python`; past RESERVED_PIDS, so that pid_max is one the kernel accepts)."""
+    assert RESERVED_PIDS < tasks < PID_MAX_LIMIT
     setenv: list[str] = []
     jail_env = dict(env)
     if fixed_clock:
@@ -162,7 +198,9 @@ def jailed_argv(
         jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"})
     for name in sorted(jail_env):
         setenv += ["--setenv", name, jail_env[name]]
-    return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, "--", *argv]
+    ceiling = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--", python, "-I", "-S", "-c", CEILING]
+    ceiling.append(str(tasks))
+    return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, *ceiling, *argv]
 
 
 # Run as `python -S -s -c PROBE <build root> <the child's jail argv, JSON>` inside the jail; prints one JSON

@@ -1,11 +1,42 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from epoch_gate.runner import isolation
+from epoch_gate.runner.confine import interpreter_folders
 from epoch_gate.runner.isolation import FIXED_CLOCK_SECONDS, judge_probe
 
 PY = ["/opt/py3.9"]
+# Set by pants.toml's [test].extra_env_vars to where the launcher provisions bubblewrap.
+BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
+RELEASE = re.match(r"(\d+)\.(\d+)", os.uname().release)
+PID_MAX_PER_NAMESPACE = bool(RELEASE) and (int(RELEASE[1]), int(RELEASE[2])) >= (6, 14)
+# Forks children that wait, until a fork fails or it has forked `limit`; prints how many it forked (and
+# the errno that stopped it), then its capability sets.
+FORKS = """
+import os, sys, time
+forked = 0
+try:
+    while forked < int(sys.argv[1]):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        forked += 1
+except OSError as error:
+    print(forked, error.errno)
+else:
+    print(forked, 0)
+status = dict(line.split(":\\t") for line in open("/proc/self/status").read().splitlines() if line.startswith("Cap"))
+print(*(int(status[name], 16) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")))
+"""
 
 
 def binds(args: list[str]) -> list[tuple[str, str]]:
@@ -47,8 +78,13 @@ def test_a_virtualenv_inside_the_build_root_stays_visible_after_the_mask() -> No
 
 
 def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_asked() -> None:
-    argv = isolation.jailed_argv(["python", "gen.py"], {"TZ": "UTC", "LC_ALL": "C"}, PY, "/r", True)
-    assert argv[0] == isolation.BWRAP and argv[-3:] == ["--", "python", "gen.py"]
+    argv = isolation.jailed_argv(["python", "gen.py"], {"TZ": "UTC", "LC_ALL": "C"}, PY, "/r", True, "/py", 400)
+    assert argv[0] == isolation.BWRAP
+    assert argv[argv.index("--") - 4 :] == [
+        *("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--", "/py", "-I", "-S", "-c"),
+        *(isolation.CEILING, "400"),
+        *("python", "gen.py"),
+    ]
     pairs = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
     assert pairs == {
         "TZ": "UTC",
@@ -57,8 +93,28 @@ def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_
         "FAKETIME": isolation.FIXED_CLOCK,
         "DONT_FAKE_MONOTONIC": "1",
     }
-    unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False)
+    unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False, "/py", 400)
     assert "LD_PRELOAD" not in unclocked and "FAKETIME" not in unclocked
+
+
+@pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
+@pytest.mark.skipif(
+    not PID_MAX_PER_NAMESPACE and os.getuid() == 0, reason="before Linux 6.14 nothing bounds root's tasks"
+)
+def test_the_kernel_refuses_a_fork_past_the_jails_ceiling(tmp_path: Path) -> None:
+    # The watch alone let a fork bomb outgrow it under CI's load until other jobs' forks failed (EAGAIN).
+    (tmp_path / "__isolation").mkdir()
+    shutil.copy(BWRAP, tmp_path / isolation.BWRAP)
+    tasks = isolation.RESERVED_PIDS + 40
+    command = [sys.executable, "-S", "-c", FORKS, str(tasks + 100)]
+    argv = isolation.jailed_argv(
+        command, {}, interpreter_folders(), "/nonexistent", False, sys.executable, tasks, str(tmp_path)
+    )
+    ran = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    # bubblewrap's init and the forking process are the jail's two other tasks; then EAGAIN
+    assert ran.stdout.splitlines() == [f"{tasks - 2} 11", "0 0 0 0 0"], ran.stderr  # and no capability left
+    assert Path("/proc/sys/kernel/pid_max").read_text() != str(tasks + 1)  # the host's is untouched
 
 
 def report(
