@@ -30,7 +30,7 @@ from epoch_gate.evidence.verify import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import last_line
 from epoch_gate.evidence.world import listing_sha256, record_counts
-from epoch_gate_pants.isolation import Interpreter, Jail
+from epoch_gate_pants.isolation import GENERATOR_TASKS, Interpreter, Jail
 from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
@@ -182,7 +182,9 @@ async def generate_fixture_world(
         return FixtureWorld(EMPTY_DIGEST, None, jail.refusal)
     # The sandbox holds the generator and its inputs only: never fixtures a working tree already has.
     inputs_only = await Get(Digest, DigestSubset(files.sources, PathGlobs([files.generator_path, *files.input_paths])))
-    argv, env = jail.wrap(_generator_argv(interpreter.python.path, files, request.seed), dict(HERMETIC_ENV))
+    argv, env = jail.wrap(
+        _generator_argv(interpreter.python.path, files, request.seed), dict(HERMETIC_ENV), GENERATOR_TASKS
+    )
     sandbox = await Get(Digest, MergeDigests([inputs_only, jail.tools]))
     result = await Get(
         FallibleProcessResult,

@@ -39,7 +39,7 @@ from epoch_gate.runner.isolation import Isolation, Mode
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.runner.confine import Limits
 from epoch_gate_pants.failures import failure_line
-from epoch_gate_pants.subsystems import GateSubsystem, SampledPropertiesSubsystem
+from epoch_gate_pants.subsystems import GateSubsystem
 
 
 class Bubblewrap(TemplatedExternalTool):
@@ -117,6 +117,12 @@ def exec_retrying(python: str, argv: list[str]) -> list[str]:
     return [python, "-I", "-S", "-c", EXEC_RETRYING, *argv]
 
 
+# The kernel's ceiling on a fixture generator's jail (and the probe's): a generator is not product code
+# under `[property-replay]`'s limits, and may run a pool of workers with threads each; bounded all the same,
+# so that a loop of forks cannot take the host's PID table.
+GENERATOR_TASKS = isolation.RESERVED_PIDS + 4096
+
+
 @dataclass(frozen=True)
 class Jail:
     """How the generator and the replays run. `wrap` turns a sandbox process's argv and environment
@@ -131,18 +137,19 @@ class Jail:
     trusted: bool = False  # trusted mode (`--gate-candidate`): the jail is required
     unsafe_unjailed: bool = False  # [gate].unsafe_allow_unjailed_verdict
     bwrap: str = isolation.BWRAP  # where the jail's bubblewrap is, in the sandbox
-    tasks: int = Limits().tasks()  # the kernel's ceiling on a jail's processes and threads (Limits.tasks)
 
     def child_arguments(self, limits: Limits) -> list[str]:
         """The runner's options for its child: its own jail inside this one when jailed, and its limits."""
         jail = [f"--child-jail={self.bwrap}"] if self.isolation.jailed else []
         return [*jail, *(f"--child-{name.replace('_', '-')}={value}" for name, value in vars(limits).items())]
 
-    def wrap(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], FrozenDict[str, str]]:
+    def wrap(self, argv: list[str], env: dict[str, str], tasks: int) -> tuple[list[str], FrozenDict[str, str]]:
+        """Jailed: `argv` with exactly `env` and at most `tasks` processes and threads (`Limits.tasks`,
+        GENERATOR_TASKS)."""
         if not self.isolation.jailed:
             return argv, FrozenDict(env)
         fixed_clock = self.isolation.fixed_clock
-        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, fixed_clock, self.python, self.tasks)
+        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, fixed_clock, self.python, tasks)
         return exec_retrying(self.python, jailed), FrozenDict()
 
     @property
@@ -379,15 +386,9 @@ async def _host(python: str, tools: Digest) -> tuple[str, Union[tuple[str, ...],
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
-async def probe_jail(
-    gate: GateSubsystem, replay: SampledPropertiesSubsystem, python_setup: PythonSetup, build_root: BuildRoot
-) -> Jail:
-    mode, root, tasks = gate.isolation, build_root.path, replay.child_limits.tasks()
-    policy = {
-        "trusted": gate.candidate is not None,
-        "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict,
-        "tasks": tasks,
-    }
+async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
+    mode, root = gate.isolation, build_root.path
+    policy = {"trusted": gate.candidate is not None, "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict}
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root, **policy)
     # The interpreter search (a pex process, seconds in a cold run) runs beside the tools' fetch; it never
@@ -413,7 +414,7 @@ async def probe_jail(
         root,
         fixed_clock,
         python.path,
-        tasks,
+        GENERATOR_TASKS,
     )
     probe = await Get(
         FallibleProcessResult, Process, _probe(exec_retrying(python.path, argv), tools, FrozenDict(), "Probe the jail")

@@ -245,7 +245,8 @@ class SampledPropertiesSubsystem(Subsystem):
         advanced=True,
         help="Processes and threads the replay's product code may have alive at once (a fork bomb ends "
         "here): `replay-failed` beyond it. Watched every 50 ms; jailed, the kernel also refuses any fork "
-        "in the jail past 300 + twice this + 64 (Linux 6.14 and later, or an unprivileged uid).",
+        "in the replay's jail past 300 + twice this + 16 + 8 per child (Linux 6.14 and later, or from "
+        "5.14 an unprivileged uid).",
     )
     child_open_files = IntOption(
         default=_LIMITS.open_files,

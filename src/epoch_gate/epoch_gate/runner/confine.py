@@ -23,7 +23,8 @@ MiB = 1 << 20
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
 POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
-RUNNER_TASKS = 64  # the runner's threads, and each child's bubblewrap and threads, with room to spare
+RUNNER_TASKS = 16  # the runner's own threads, with room to spare
+CHILD_TASKS = 8  # each child's bubblewrap, its init, the child and the runner's threads for it: 6, and room
 KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to its own stderr
 
 
@@ -53,13 +54,14 @@ class Limits:
         ):
             resource.setrlimit(limit, (soft, hard))
 
-    def tasks(self) -> int:
+    def tasks(self, children: int) -> int:
         """The kernel's ceiling on the tasks of the replay's jail (`isolation.CEILING`): the runner, its
-        children and everything they start. The watch polls, and a fork bomb grows between two polls (to
+        `children` and everything they start. The watch polls, and a fork bomb grows between two polls (to
         some 1,900 tasks under a light load, with `processes` 256); the ceiling keeps it off the host's PID
         table, and the watch, which sees the tree over `processes`, still names the limit. Twice
         `processes` and the runner's own once the jail's PIDs wrap, RESERVED_PIDS more before."""
-        return min(RESERVED_PIDS + 2 * max(self.processes, 1) + RUNNER_TASKS, PID_MAX_LIMIT - 1)
+        runner = RUNNER_TASKS + CHILD_TASKS * max(children, 1)
+        return min(RESERVED_PIDS + 2 * max(self.processes, 1) + runner, PID_MAX_LIMIT - 1)
 
     def cpu(self) -> str:
         return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"

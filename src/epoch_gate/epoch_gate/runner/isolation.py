@@ -141,39 +141,78 @@ def jail_arguments(python_prefixes: Iterable[str], build_root: str, sandbox: str
         for prefix in wanted:
             if _under(prefix, build_root):
                 args += ["--ro-bind", prefix, prefix]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", sandbox, sandbox, "--chdir", sandbox]
+    args += ["--proc", "/proc", *_devices(), "--tmpfs", "/tmp", "--bind", sandbox, sandbox, "--chdir", sandbox]
     return args
 
 
-# The jail's first process (run as `python -I -S -c CEILING <tasks> <argv>...`, with CAP_SYS_ADMIN and
-# CAP_SETPCAP in the jail's user namespace alone) bounds the tasks of the jail's PID namespace, then execs
-# `argv` with no capability, nor any in its bounding set. The watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's
-# load a fork bomb outgrew it between two polls by thousands of processes, until another job's fork on the
-# host failed with EAGAIN. Since Linux 6.14 pid_max is per PID namespace, and /proc/sys/kernel/pid_max is
-# the writer's own: the kernel then refuses any fork in the jail past the ceiling. Before 6.14 that file is
-# the host's and is never written (the jail's uid may be root's): RLIMIT_NPROC, which counts the jail's
-# tasks alone, bounds them instead, except under root's uid, which the kernel exempts.
+def _devices() -> list[str]:
+    """The jail's /dev: bubblewrap's `--dev` but for its devpts, for which bubblewrap would start the jail
+    in a second user namespace, inside one where the jail's uid is root; that one would own the jail's PID
+    namespace, and any jailed process could then raise its pid_max (`CEILING`)."""
+    args = ["--tmpfs", "/dev"]
+    for name in ("null", "zero", "full", "random", "urandom", "tty"):
+        args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
+        args += ["--symlink", f"/proc/self/fd{target}", f"/dev/{name}"]
+    return [*args, "--dir", "/dev/shm"]
+
+
+# The jail's first process, run as `python -I -S -c CEILING <tasks> <n> <NAME=VALUE>×n <argv>...` with
+# CAP_SYS_ADMIN and CAP_SETPCAP in the jail's user namespace alone, bounds the tasks of the jail's PID
+# namespace, makes /proc/sys read-only, empties every capability set (the bounding one too, so that no file
+# capability gives one back) and execs `argv` with exactly those n variables (`os.execve`: the step's own
+# interpreter added LC_CTYPE to its environment, PEP 538).
+# - Why: the watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's load
+#   a fork bomb outgrew it between two polls by thousands of processes, until another job's fork on the
+#   host failed with EAGAIN.
+# - pid_max: per PID namespace since Linux 6.14, and /proc/sys/kernel/pid_max is the writer's own; the
+#   kernel then refuses any fork in the jail past the ceiling. Writing it takes CAP_SYS_ADMIN in the user
+#   namespace that owns the jail's PID namespace, or being that namespace's root: so the jail has one user
+#   namespace, in which its uid is not root (`_devices`). Before 6.14 the file is the host's and is never
+#   written (the jail's uid may be root's).
+# - RLIMIT_NPROC: counted per user namespace since Linux 5.14 (per host uid before, which would count the
+#   user's every process), so set only there; the kernel does not apply it to root's uid.
+# - /proc/sys: the kernel lets root's uid write a sysctl the jail shares with the host (core_pattern, and
+#   pid_max before 6.14) whatever its capabilities; read-only, none is written.
 RESERVED_PIDS = 300  # PIDs a namespace does not reuse once its PIDs wrap (the kernel's RESERVED_PIDS)
 PID_MAX_LIMIT = 1 << 22  # the largest pid_max the kernel accepts (64-bit)
 CEILING = """
 import ctypes, os, resource, sys
-tasks = int(sys.argv[1])
+tasks, count = int(sys.argv[1]), int(sys.argv[2])
+env = dict(entry.split("=", 1) for entry in sys.argv[3 : 3 + count])
+argv = sys.argv[3 + count :]
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def refuse(what, why):
+    sys.exit("the jail's first process could not %s: %s" % (what, why))
+
+
 release = os.uname().release.replace("-", ".").split(".")  # 6.18.44-fc, 6.14-rc1, 5.15.0-91-generic
 try:
-    version = (int(release[0]), int(release[1]))
+    kernel = (int(release[0]), int(release[1]))
 except (IndexError, ValueError):
-    version = (0, 0)  # unknown: the host's pid_max is never written
-if version >= (6, 14):
-    with open("/proc/sys/kernel/pid_max", "w") as pid_max:
-        pid_max.write(str(tasks + 1))
-resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
-libc = ctypes.CDLL(None, use_errno=True)
-# Out of the bounding set (PR_CAPBSET_DROP: CAP_SYS_ADMIN, then CAP_SETPCAP, which the drop takes), so that
-# no file capability gives either back; then every set empty (capset, version 3), the ambient one with them.
+    kernel = (0, 0)  # unknown: the host's pid_max is never written
+try:
+    if kernel >= (6, 14):
+        with open("/proc/sys/kernel/pid_max", "w") as pid_max:
+            pid_max.write(str(tasks + 1))
+    if kernel >= (5, 14):
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        bound = tasks if hard == resource.RLIM_INFINITY else min(tasks, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (bound, bound))
+except (OSError, ValueError) as error:
+    refuse("bound its tasks", error)
+# MS_BIND | MS_REC, then MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+if libc.mount(b"/proc/sys", b"/proc/sys", None, 4096 | 16384, None) or libc.mount(
+    None, b"/proc/sys", None, 32 | 4096 | 1 | 2 | 4 | 8, None
+):
+    refuse("make /proc/sys read-only", os.strerror(ctypes.get_errno()))
+# PR_CAPBSET_DROP CAP_SYS_ADMIN, then CAP_SETPCAP (which the drop takes), then capset (version 3) to nothing
 header, empty = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
 if libc.prctl(24, 21, 0, 0, 0) or libc.prctl(24, 8, 0, 0, 0) or libc.capset(header, empty):
-    sys.exit("the jail's first process could not drop its capabilities: errno %d" % ctypes.get_errno())
-os.execv(sys.argv[2], sys.argv[2:])
+    refuse("drop its capabilities", os.strerror(ctypes.get_errno()))
+os.execve(argv[0], argv, env)
 """
 
 
@@ -187,20 +226,18 @@ def jailed_argv(
     tasks: int,
     sandbox: str = "{chroot}",
 ) -> list[str]:
-    """`argv` run inside the jail with exactly `env` (bwrap clears the rest), the clock stopped when
-    `fixed_clock` (libfaketime at FAKETIME in the sandbox), and at most `tasks` processes and threads
-    (`CEILING`, run by `python`; past RESERVED_PIDS, so that pid_max is one the kernel accepts)."""
+    """`argv` run inside the jail with exactly `env`, the clock stopped when `fixed_clock` (libfaketime at
+    FAKETIME in the sandbox), and at most `tasks` processes and threads (`CEILING`, run by `python`; past
+    RESERVED_PIDS, so that pid_max is one the kernel accepts)."""
     assert RESERVED_PIDS < tasks < PID_MAX_LIMIT
-    setenv: list[str] = []
     jail_env = dict(env)
     if fixed_clock:
         # Only the wall clock stops: monotonic time keeps running, so timeouts still expire.
         jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"})
-    for name in sorted(jail_env):
-        setenv += ["--setenv", name, jail_env[name]]
-    ceiling = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--", python, "-I", "-S", "-c", CEILING]
-    ceiling.append(str(tasks))
-    return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *setenv, *ceiling, *argv]
+    step = [python, "-I", "-S", "-c", CEILING, str(tasks), str(len(jail_env))]
+    step += [f"{name}={jail_env[name]}" for name in sorted(jail_env)]
+    capabilities = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+    return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *capabilities, "--", *step, *argv]
 
 
 # Run as `python -S -s -c PROBE <build root> <the child's jail argv, JSON>` inside the jail; prints one JSON

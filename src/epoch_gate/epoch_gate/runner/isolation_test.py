@@ -20,9 +20,10 @@ BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
 RELEASE = re.match(r"(\d+)\.(\d+)", os.uname().release)
 PID_MAX_PER_NAMESPACE = bool(RELEASE) and (int(RELEASE[1]), int(RELEASE[2])) >= (6, 14)
 # Forks children that wait, until a fork fails or it has forked `limit`; prints how many it forked (and
-# the errno that stopped it), then its capability sets.
+# the errno that stopped it), its capability sets, the errno of a write to two sysctls, and the environment
+# it was started with.
 FORKS = """
-import os, sys, time
+import json, os, sys, time
 forked = 0
 try:
     while forked < int(sys.argv[1]):
@@ -36,6 +37,15 @@ else:
     print(forked, 0)
 status = dict(line.split(":\\t") for line in open("/proc/self/status").read().splitlines() if line.startswith("Cap"))
 print(*(int(status[name], 16) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")))
+for sysctl in ("kernel/pid_max", "kernel/hostname"):
+    try:
+        with open("/proc/sys/" + sysctl, "w") as written:
+            written.write("4194304")
+        print(sysctl, "written")
+    except OSError as error:
+        print(sysctl, error.errno)
+received = open("/proc/self/environ", "rb").read().decode().split("\\0")  # before this Python's own LC_CTYPE
+print(json.dumps(sorted(filter(None, received))))
 """
 
 
@@ -79,42 +89,45 @@ def test_a_virtualenv_inside_the_build_root_stays_visible_after_the_mask() -> No
 
 def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_asked() -> None:
     argv = isolation.jailed_argv(["python", "gen.py"], {"TZ": "UTC", "LC_ALL": "C"}, PY, "/r", True, "/py", 400)
-    assert argv[0] == isolation.BWRAP
+    assert argv[0] == isolation.BWRAP and "--setenv" not in argv and "--clearenv" in argv
     assert argv[argv.index("--") - 4 :] == [
         *("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--", "/py", "-I", "-S", "-c"),
-        *(isolation.CEILING, "400"),
+        *(isolation.CEILING, "400", "5"),
+        "DONT_FAKE_MONOTONIC=1",
+        f"FAKETIME={isolation.FIXED_CLOCK}",
+        "LC_ALL=C",
+        f"LD_PRELOAD={{chroot}}/{isolation.FAKETIME}",
+        "TZ=UTC",
         *("python", "gen.py"),
     ]
-    pairs = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-    assert pairs == {
-        "TZ": "UTC",
-        "LC_ALL": "C",
-        "LD_PRELOAD": f"{{chroot}}/{isolation.FAKETIME}",
-        "FAKETIME": isolation.FIXED_CLOCK,
-        "DONT_FAKE_MONOTONIC": "1",
-    }
     unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False, "/py", 400)
-    assert "LD_PRELOAD" not in unclocked and "FAKETIME" not in unclocked
+    assert unclocked[unclocked.index("400") :] == ["400", "1", "TZ=UTC", "python"]
 
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
 @pytest.mark.skipif(
     not PID_MAX_PER_NAMESPACE and os.getuid() == 0, reason="before Linux 6.14 nothing bounds root's tasks"
 )
-def test_the_kernel_refuses_a_fork_past_the_jails_ceiling(tmp_path: Path) -> None:
+def test_the_kernel_refuses_a_fork_past_the_jails_ceiling_and_no_jailed_process_can_raise_it(tmp_path: Path) -> None:
     # The watch alone let a fork bomb outgrow it under CI's load until other jobs' forks failed (EAGAIN).
     (tmp_path / "__isolation").mkdir()
     shutil.copy(BWRAP, tmp_path / isolation.BWRAP)
     tasks = isolation.RESERVED_PIDS + 40
     command = [sys.executable, "-S", "-c", FORKS, str(tasks + 100)]
     argv = isolation.jailed_argv(
-        command, {}, interpreter_folders(), "/nonexistent", False, sys.executable, tasks, str(tmp_path)
+        command, {"ONLY": "this"}, interpreter_folders(), "/nonexistent", False, sys.executable, tasks, str(tmp_path)
     )
+    host_pid_max = Path("/proc/sys/kernel/pid_max").read_text()
     ran = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert Path("/proc/sys/kernel/pid_max").read_text() == host_pid_max
     assert ran.returncode == 0, ran.stderr
-    # bubblewrap's init and the forking process are the jail's two other tasks; then EAGAIN
-    assert ran.stdout.splitlines() == [f"{tasks - 2} 11", "0 0 0 0 0"], ran.stderr  # and no capability left
-    assert Path("/proc/sys/kernel/pid_max").read_text() != str(tasks + 1)  # the host's is untouched
+    assert ran.stdout.splitlines() == [
+        f"{tasks - 2} 11",  # bubblewrap's init and the forking process are the jail's two other tasks
+        "0 0 0 0 0",  # no capability, none to gain
+        "kernel/pid_max 30",  # EROFS
+        "kernel/hostname 30",
+        '["ONLY=this"]',  # exactly the environment given
+    ], ran.stderr
 
 
 def report(
