@@ -159,7 +159,7 @@ def _devices() -> list[str]:
 
 # The jail's first process, run as `python -I -S -c CEILING <tasks> <n> <NAME=VALUE>×n <argv>...` with
 # CAP_SYS_ADMIN and CAP_SETPCAP in the jail's user namespace alone, bounds the tasks of the jail's PID
-# namespace, makes /proc/sys read-only, empties every capability set (the bounding one too, so that no file
+# namespace, makes /proc read-only but for the processes' entries, empties every capability set (the bounding one too, so that no file
 # capability gives one back) and execs `argv` with exactly those n variables (`os.execve`: the step's own
 # interpreter added LC_CTYPE to its environment, PEP 538).
 # - Why: the watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's load
@@ -172,8 +172,10 @@ def _devices() -> list[str]:
 #   written (the jail's uid may be root's).
 # - RLIMIT_NPROC: counted per user namespace since Linux 5.14 (per host uid before, which would count the
 #   user's every process), so set only there; the kernel does not apply it to root's uid.
-# - /proc/sys: the kernel lets root's uid write a sysctl the jail shares with the host (core_pattern, and
-#   pid_max before 6.14) whatever its capabilities; read-only, none is written.
+# - /proc: every entry that is not a process's is made read-only. The kernel checks writes to many of them
+#   by uid alone (sysctls such as core_pattern, and pid_max before 6.14; IRQ affinities; PCI config
+#   space), and the jail's uid is root's when Pants runs as root. bubblewrap's --proc covers a few of them
+#   only when its own setup runs as root in the jail's user namespace, which `_devices` no longer asks.
 RESERVED_PIDS = 300  # PIDs a namespace does not reuse once its PIDs wrap (the kernel's RESERVED_PIDS)
 PID_MAX_LIMIT = 1 << 22  # the largest pid_max the kernel accepts (64-bit)
 CEILING = """
@@ -203,16 +205,25 @@ try:
         resource.setrlimit(resource.RLIMIT_NPROC, (bound, bound))
 except (OSError, ValueError) as error:
     refuse("bound its tasks", error)
-# MS_BIND | MS_REC, then MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-if libc.mount(b"/proc/sys", b"/proc/sys", None, 4096 | 16384, None) or libc.mount(
-    None, b"/proc/sys", None, 32 | 4096 | 1 | 2 | 4 | 8, None
-):
-    refuse("make /proc/sys read-only", os.strerror(ctypes.get_errno()))
-# PR_CAPBSET_DROP CAP_SYS_ADMIN, then CAP_SETPCAP (which the drop takes), then capset (version 3) to nothing
+for name in sorted(os.listdir("/proc")):  # a process's own entries stay: bubblewrap writes their uid_map
+    path = ("/proc/" + name).encode()
+    if name.isdigit() or os.path.islink(path):
+        continue
+    # MS_BIND | MS_REC, then MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(path, path, None, 4096 | 16384, None) or libc.mount(None, path, None, 32 | 4096 | 15, None):
+        refuse("make /proc/%s read-only" % name, os.strerror(ctypes.get_errno()))
+# PR_CAPBSET_DROP every capability (EINVAL past the kernel's last), CAP_SETPCAP (which a drop takes) last;
+# then capset (version 3) to nothing
+for capability in [*range(8), *range(9, 64), 8]:
+    if libc.prctl(24, capability, 0, 0, 0) and ctypes.get_errno() != 22:
+        refuse("drop its capabilities", os.strerror(ctypes.get_errno()))
 header, empty = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
-if libc.prctl(24, 21, 0, 0, 0) or libc.prctl(24, 8, 0, 0, 0) or libc.capset(header, empty):
+if libc.capset(header, empty):
     refuse("drop its capabilities", os.strerror(ctypes.get_errno()))
-os.execve(argv[0], argv, env)
+try:
+    os.execve(argv[0], argv, env)
+except OSError as error:
+    refuse("run " + argv[0], error)
 """
 
 

@@ -20,8 +20,8 @@ BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
 RELEASE = re.match(r"(\d+)\.(\d+)", os.uname().release)
 PID_MAX_PER_NAMESPACE = bool(RELEASE) and (int(RELEASE[1]), int(RELEASE[2])) >= (6, 14)
 # Forks children that wait, until a fork fails or it has forked `limit`; prints how many it forked (and
-# the errno that stopped it), its capability sets, the errno of a write to two sysctls, and the environment
-# it was started with.
+# the errno that stopped it), its capability sets, the errno of a write to two sysctls, the entries of /proc
+# (not a process's) on a writable mount, and the environment it was started with.
 FORKS = """
 import json, os, sys, time
 forked = 0
@@ -44,6 +44,9 @@ for sysctl in ("kernel/pid_max", "kernel/hostname"):
         print(sysctl, "written")
     except OSError as error:
         print(sysctl, error.errno)
+writable = [name for name in sorted(os.listdir("/proc")) if not name.isdigit() and not os.path.islink("/proc/" + name)
+            and not os.statvfs("/proc/" + name).f_flag & os.ST_RDONLY]
+print("writable", writable)
 received = open("/proc/self/environ", "rb").read().decode().split("\\0")  # before this Python's own LC_CTYPE
 print(json.dumps(sorted(filter(None, received))))
 """
@@ -113,9 +116,10 @@ def test_the_kernel_refuses_a_fork_past_the_jails_ceiling_and_no_jailed_process_
     (tmp_path / "__isolation").mkdir()
     shutil.copy(BWRAP, tmp_path / isolation.BWRAP)
     tasks = isolation.RESERVED_PIDS + 40
-    command = [sys.executable, "-S", "-c", FORKS, str(tasks + 100)]
+    python = os.path.realpath(sys.executable)  # not a virtualenv's under /tmp, which the jail's /tmp hides
+    command = [python, "-I", "-S", "-c", FORKS, str(tasks + 100)]
     argv = isolation.jailed_argv(
-        command, {"ONLY": "this"}, interpreter_folders(), "/nonexistent", False, sys.executable, tasks, str(tmp_path)
+        command, {"ONLY": "this"}, interpreter_folders(), "/nonexistent", False, python, tasks, str(tmp_path)
     )
     host_pid_max = Path("/proc/sys/kernel/pid_max").read_text()
     ran = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -126,6 +130,7 @@ def test_the_kernel_refuses_a_fork_past_the_jails_ceiling_and_no_jailed_process_
         "0 0 0 0 0",  # no capability, none to gain
         "kernel/pid_max 30",  # EROFS
         "kernel/hostname 30",
+        "writable []",  # nothing of /proc but the processes' own entries (IRQ affinities, PCI config space)
         '["ONLY=this"]',  # exactly the environment given
     ], ran.stderr
 
