@@ -20,10 +20,11 @@ BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
 RELEASE = re.match(r"(\d+)\.(\d+)", os.uname().release)
 PID_MAX_PER_NAMESPACE = bool(RELEASE) and (int(RELEASE[1]), int(RELEASE[2])) >= (6, 14)
 # Forks children that wait, until a fork fails or it has forked `limit`; prints how many it forked (and
-# the errno that stopped it), its capability sets, the errno of a write to two sysctls, the entries of /proc
+# the errno that stopped it), its capability sets, whether its own user namespace owns its PID namespace,
+# the errno of a write to two sysctls, the entries of /proc
 # (not a process's) on a writable mount, and the environment it was started with.
 FORKS = """
-import json, os, sys, time
+import fcntl, json, os, sys, time
 forked = 0
 try:
     while forked < int(sys.argv[1]):
@@ -37,6 +38,11 @@ else:
     print(forked, 0)
 status = dict(line.split(":\\t") for line in open("/proc/self/status").read().splitlines() if line.startswith("Cap"))
 print(*(int(status[name], 16) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")))
+try:  # NS_GET_USERNS: the user namespace that owns its PID namespace (EPERM if one outside its own)
+    owner = fcntl.ioctl(os.open("/proc/self/ns/pid", os.O_RDONLY), 0xB701)
+    print("pid namespace owned by its own user namespace:", os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino)
+except OSError as error:
+    print("pid namespace owned by its own user namespace:", error.errno)
 for sysctl in ("kernel/pid_max", "kernel/hostname"):
     try:
         with open("/proc/sys/" + sysctl, "w") as written:
@@ -128,6 +134,7 @@ def test_the_kernel_refuses_a_fork_past_the_jails_ceiling_and_no_jailed_process_
     assert ran.stdout.splitlines() == [
         f"{tasks - 2} 11",  # bubblewrap's init and the forking process are the jail's two other tasks
         "0 0 0 0 0",  # no capability, none to gain
+        "pid namespace owned by its own user namespace: True",  # where its uid is not root: no write of pid_max
         "kernel/pid_max 30",  # EROFS
         "kernel/hostname 30",
         "writable []",  # nothing of /proc but the processes' own entries (IRQ affinities, PCI config space)
