@@ -209,8 +209,13 @@ for name in sorted(os.listdir("/proc")):  # a process's own entries stay: bubble
     path = ("/proc/" + name).encode()
     if name.isdigit() or os.path.islink(path):
         continue
-    # MS_BIND | MS_REC, then MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-    if libc.mount(path, path, None, 4096 | 16384, None) or libc.mount(None, path, None, 32 | 4096 | 15, None):
+    # MS_BIND (not MS_REC: a mount below would stay writable), then MS_REMOUNT | MS_BIND | MS_RDONLY |
+    # MS_NOSUID | MS_NODEV | MS_NOEXEC. An entry gone since the listing (a module unloaded) is not written.
+    if libc.mount(path, path, None, 4096, None):
+        if ctypes.get_errno() == 2:
+            continue
+        refuse("make /proc/%s read-only" % name, os.strerror(ctypes.get_errno()))
+    if libc.mount(None, path, None, 32 | 4096 | 15, None):
         refuse("make /proc/%s read-only" % name, os.strerror(ctypes.get_errno()))
 # PR_CAPBSET_DROP every capability (EINVAL past the kernel's last), CAP_SETPCAP (which a drop takes) last;
 # then capset (version 3) to nothing
