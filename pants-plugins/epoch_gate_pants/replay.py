@@ -390,7 +390,7 @@ async def _replay_process(
             *jail.child_arguments(options.child_limits),
         ],
         dict(HERMETIC_ENV),
-        options.child_limits.tasks(max(1, options.children)),
+        options.child_limits.tasks(options.children),
     )
     return Process(
         argv=argv,

@@ -159,9 +159,9 @@ def _devices() -> list[str]:
 
 # The jail's first process, run as `python -I -S -c CEILING <tasks> <n> <NAME=VALUE>×n <argv>...` with
 # CAP_SYS_ADMIN and CAP_SETPCAP in the jail's user namespace alone, bounds the tasks of the jail's PID
-# namespace, makes /proc read-only but for the processes' entries, empties every capability set (the bounding one too, so that no file
-# capability gives one back) and execs `argv` with exactly those n variables (`os.execve`: the step's own
-# interpreter added LC_CTYPE to its environment, PEP 538).
+# namespace, makes /proc read-only but for the processes' entries, empties every capability set (the
+# bounding one too, so that no file capability gives one back) and execs `argv` with exactly those n
+# variables (`os.execve`: the step's own interpreter added LC_CTYPE to its environment, PEP 538).
 # - Why: the watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's load
 #   a fork bomb outgrew it between two polls by thousands of processes, until another job's fork on the
 #   host failed with EAGAIN.

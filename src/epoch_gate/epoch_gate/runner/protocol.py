@@ -131,7 +131,7 @@ def parsed_cost(payload: bytes) -> int:
     shapes its answers, and a list of empty objects parses to some 40 times its text. The text is
     counted twice (the decoded copy json.loads makes, and the strings parsed from it), at 4 bytes a
     character once any is not ASCII (one beyond the BMP widens its whole string so)."""
-    width = 4 if not payload.isascii() or (b"\\" in payload and b"\\u" in payload) else 1
+    width = 4 if not payload.isascii() or b"\\u" in payload else 1
     parts = payload.count(b"{") + payload.count(b"[")
     items = payload.count(b",") + payload.count(b":")
     texts = payload.count(b'"') // 2
