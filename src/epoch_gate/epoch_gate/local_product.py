@@ -8,33 +8,40 @@ every answer crosses as the same JSON. Never used by the gate: the replay keeps 
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional
 
-from epoch_gate.runner import judging, protocol
+from epoch_gate.runner import judging
 from epoch_gate.runner.child import Server
 
 Predicate = Callable[[object, judging.Product], object]
-MAX_CALLS = 10_000
 
 
 class OracleFailed(AssertionError):
     """The predicate itself failed (predicate-error or handle-misused in a replay)."""
 
 
-def verdict(predicate: Predicate, record: Mapping[str, object]) -> judging.Verdict:
-    """The record's verdict as the replay would give it, running the product in this process."""
+class LocalChild:
+    """The child's server in this process: each call answered as the replay's child answers it."""
+
+    def __init__(self) -> None:
+        self.server = Server()
+        self.scopes = itertools.count(1)
+
+    def ask(self, scope: int, call: bytes) -> bytes:
+        return self.server.answer(scope, call).encode()
+
+    def broke(self, why: str) -> BaseException:
+        return OracleFailed(f"the local child broke the protocol: {why}")
+
+
+def verdict(predicate: Predicate, record: Mapping[str, object], child: Optional[LocalChild] = None) -> judging.Judgement:
+    """The record's judgement as the replay would give it, running the product in this process (`child`:
+    one that keeps the product's state across records, as a replay's child does)."""
+    child = child or LocalChild()
     raw = json.dumps(record, separators=(",", ":")).encode()
-    server, session, scope = Server(), judging.Session(), 1
-    for _ in range(MAX_CALLS):
-        found = judging.run(predicate, raw, session)
-        if found is not None:
-            return found
-        assert session.pending is not None
-        answer = server.answers(scope, server.read_calls([session.pending]), [None]).encode()
-        (decoded,) = protocol.parse_answers(answer, 1, judging.part, judging.Remote)
-        session.log.append((session.pending, judging.decode(scope, decoded)))
-    raise OracleFailed(f"the predicate made more than {MAX_CALLS} calls on one record")
+    return judging.judge(predicate, raw, child, next(child.scopes))
 
 
 def holds(predicate: Predicate, record: Mapping[str, object]) -> bool:
@@ -42,4 +49,4 @@ def holds(predicate: Predicate, record: Mapping[str, object]) -> bool:
     found = verdict(predicate, record)
     if found.error:
         raise OracleFailed(f"[{found.error}] {found.detail}")
-    return found.held
+    return found.holds

@@ -1,25 +1,22 @@
-"""The parent's side of the replay's child process: start it, send it batches of calls (from a writer
-thread, so that a full pipe either way can never deadlock the two), read back exactly one answer per
-call, and check how it ended."""
+"""The parent's side of the replay's child process: start it, ask it one call at a time and read back
+that call's answer (the two never write at once, so a full pipe cannot deadlock them), and check how it
+ended."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import os
-import queue
 import signal
 import resource
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from epoch_gate.reasons import Code
-from epoch_gate.runner import judging, protocol
+from epoch_gate.runner import protocol
 from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
 from epoch_gate.runner.confine import ChildJail, Limits, Watch
 
@@ -31,17 +28,12 @@ CHILD_BOOT = (
     "sys.exit(main(sys.argv[2:]))"
 )
 
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module only from Python 3.10
-PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size for an unprivileged process
-
-
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
 MAX_ORPHAN_ROUNDS = 100
 EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
 # The share of its CPU limit a process killed there is seen to have used at least: the kernel's rusage
 # lags the clock the limit is checked against (1.8 s of 2 under load).
 CPU_ACCOUNTED = 0.8
-ANSWERS_CAP = 64 << 20  # bytes of one batch's answers: the parent reads a frame whole
 
 
 def guard_parent() -> None:
@@ -156,17 +148,9 @@ class Fate:
         return next((watch.exceeded for watch in self.watches if watch.exceeded), None)
 
 
-class Holding:
-    """What the judge holds of the product's answers, by `protocol.parsed_cost`: `Channel.receive` adds
-    each batch's, the caller releases a batch's once it is judged."""
-
-    def __init__(self) -> None:
-        self.held = 0
-
-
 class Channel:
-    """One child of the replay, for the whole replay. `send` queues a batch of calls; `receive` reads the
-    answers to the oldest batch not yet answered. Children that share a `Fate` fail together."""
+    """One child of the replay, for the whole replay: `ask` sends it a call and reads the answer. Children
+    that share a `Fate` fail together."""
 
     def __init__(
         self,
@@ -176,6 +160,7 @@ class Channel:
         jail: Optional[ChildJail] = None,
         limits: Limits = Limits(),
         fate: Optional[Fate] = None,
+        children: int = 1,
     ) -> None:
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
@@ -199,28 +184,15 @@ class Channel:
         self._fate.alive.add(self._process.pid)
         self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
         self._fate.watches.append(self._watch)
-        with contextlib.suppress(OSError):  # Linux only: room for a few batches in flight
-            fcntl.fcntl(self._process.stdin.fileno(), F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
-        self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
         self._broken: Optional[OSError] = None
-        self._writer = threading.Thread(target=self._write, daemon=True)
-        self._writer.start()
+        self.scopes = 0  # the scopes taken so far: each run of a predicate on a record takes the next
+        # What the judge holds of the current scope's answers (`protocol.parsed_cost`) and its bound: the
+        # product shapes its answers, and the parent is under no limit of its own
+        self._scope, self._held, self._holds_at_most = 0, 0, limits.memory // max(1, children)
 
-    def _write(self) -> None:
-        pipe = self._process.stdin
-        assert pipe is not None
-        while True:
-            item = self._outbox.get()
-            if item is None:
-                break
-            if self._broken is None:
-                try:
-                    pipe.write(item)
-                    pipe.flush()
-                except OSError as exc:
-                    self._broken = exc
-        with contextlib.suppress(OSError):
-            pipe.close()
+    def take_scope(self) -> int:
+        self.scopes += 1
+        return self.scopes
 
     def fail(self, code: Code, detail: str) -> ChildFailed:
         """Ends the child, and the replay's other children with it (every process below the runner): after
@@ -304,57 +276,54 @@ class Channel:
         if self._fate.failure is not None:
             raise self._fate.failure
 
-    def send(
-        self, scope: int, calls: list[bytes], names: protocol.Projection = None, whole: Sequence[int] = ()
-    ) -> None:
-        self._outbox.put(protocol.calls(scope, calls, names, whole))
-
-    def drop(self, scope: int) -> None:
-        self._outbox.put(protocol.drop(scope))
-
-    def receive(self, count: int, holding: Optional[Holding] = None) -> list[list[object]]:
-        """The answers to the oldest batch sent and not yet answered, `count` calls long, taken into
-        `holding` (none: read to be thrown away)."""
+    def ask(self, scope: int, call: bytes) -> bytes:
+        """The answer to one call (`protocol`): sent, then read before anything else is sent."""
         self.check()
+        if self._broken is None:
+            try:
+                self._process.stdin.write(protocol.call_frame(scope, call))  # type: ignore[union-attr]
+                self._process.stdin.flush()  # type: ignore[union-attr]
+            except OSError as exc:  # it stopped reading: its end, read below, says why
+                self._broken = exc
         try:
-            got = protocol.read_frame(self._process.stdout, ANSWERS_CAP)  # type: ignore[arg-type]
-            if got is None:  # its end, not the broken pipe the writer may also have met, is the cause
+            got = protocol.read_frame(self._process.stdout, protocol.MAX_ANSWER)  # type: ignore[arg-type]
+            if got is None:  # its end, not the broken pipe, is the cause
                 try:
                     status = self._end()
                 except ChildFailed as failed:  # what it left behind would not end
                     raise self.fail(failed.code, failed.detail) from None
                 raise self.fail(*self._ended(status))
             kind, payload = got
-            if kind != protocol.ANSWERS:
+            if kind != protocol.ANSWER:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
-            if holding is not None:
-                self._hold(holding, payload, count)
-            return protocol.parse_answers(payload, count, judging.part, judging.Remote)
-        except ChildFailed:
-            raise
         except protocol.ProtocolError as exc:
-            raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - whatever the child sent, reading it never ends the runner
-            raise self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {type(exc).__name__}") from None
+            raise self.broke(str(exc)) from None
+        self._hold(scope, payload)
+        return payload
 
-    def _hold(self, holding: Holding, payload: bytes, count: int) -> None:
+    def broke(self, why: str) -> ChildFailed:
+        return self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {why}")
+
+    def _hold(self, scope: int, payload: bytes) -> None:
         """Ends the replay before the parent parses answers that would take it over what the product may
-        use itself, with every answer it still holds: the product shapes them, and the parent is under no
-        limit of its own. Decided on the texts alone, in the order they are read, before any predicate
-        reads them: the same answers always get the same outcome."""
+        use itself, with every answer it holds of the same run of a predicate. Decided on the texts alone,
+        in the order they are read: the same answers always get the same outcome."""
+        if scope != self._scope:
+            self._scope, self._held = scope, 0
         cost = protocol.parsed_cost(payload)
-        if holding.held + cost > self._limits.memory:
+        if self._held + cost > self._holds_at_most:
             raise self.fail(
                 Code.REPLAY_FAILED,
-                f"the product's answers to a batch of {count} calls ({len(payload)} bytes) would take some {cost} "
-                f"bytes of the judge's memory, beside the {holding.held} it holds of answers not yet judged: "
-                f"over {self._limits.address_space()}",
+                f"the product's answers to one record's calls ({len(payload)} bytes the last) would take some "
+                f"{self._held + cost} bytes of the judge's memory: over {self._limits.address_space()}, "
+                "shared by the children",
             )
-        holding.held += cost
+        self._held += cost
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""
-        self._outbox.put(None)
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()  # type: ignore[union-attr]
 
     def _settle(self) -> tuple[str, int, Optional[ChildFailed]]:
         """Waits for the child to exit (it has its end of stream), then kills and reaps its process group and
@@ -363,7 +332,6 @@ class Channel:
         problem, status = "", 0
         try:
             if self._fate.failure is None:
-                self._writer.join()
                 if self._broken is not None:
                     problem = f"the child stopped reading: {self._broken}"
                 status = self._end()

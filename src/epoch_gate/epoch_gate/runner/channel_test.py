@@ -24,21 +24,20 @@ while True:
     if got is None:
         break
     kind, payload = got
-    if kind == protocol.DROP:
-        continue
-    count = payload.count(b"\\n") - 1 - (mode == "one short") + (mode == "one more")
     if mode == "stops at the second property" and b'"m":"fake_app.b"' in payload:
         sys.exit(0)
     if mode == "exits" and answered:
         sys.exit(0)
-    answers = b"[" + b",".join([b'["v",-1,"int",1,{{}}]'] * count) + b"]"
-    if mode == "not JSON":
-        answers = b"[1"
-    if mode == "an unknown answer":
-        answers = b'[["held"]]' * count
-    sys.stdout.buffer.write(protocol.frame(protocol.ANSWERS, answers))
-    if mode == "unasked":  # an answer to a batch the parent never sent
-        sys.stdout.buffer.write(protocol.frame(protocol.ANSWERS, answers))
+    answer = {{
+        "not JSON": b"[1",
+        "an unknown answer": b'["held"]',
+        "a key twice": b'["v",0,"T",{{"amount":1,"amount":2}}]',
+        "not ASCII": '["v",0,"str","\u00e9"]'.encode(),
+        "a NaN": b'["v",0,"float",NaN]',
+    }}.get(mode, b'["v",0,"int",1]')
+    sys.stdout.buffer.write(protocol.frame(protocol.ANSWER, answer))
+    if mode == "unasked":  # an answer to a call the parent never made
+        sys.stdout.buffer.write(protocol.frame(protocol.ANSWER, answer))
     sys.stdout.buffer.flush()
     answered += 1
 if mode == "exits 1 at the end":
@@ -64,7 +63,7 @@ def replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> dict
         tmp_path / "out",
         suite="suite",
         epoch_id="e1",
-        child=replay.Child(tmp_path, ("fake_app",), oracle_names=("fake_checks",), batch=4),
+        child=replay.Child(tmp_path, ("fake_app",), oracle_names=("fake_checks",)),
     )
     return {p.name: p for p in result.properties}
 
@@ -77,11 +76,12 @@ def test_a_child_that_follows_the_protocol_passes(tmp_path: Path, monkeypatch: p
 @pytest.mark.parametrize(
     "mode, affected, says",
     [
-        ("one short", "ab", "the child broke the protocol: 3 answers to 4 calls"),
-        ("one more", "ab", "the child broke the protocol: 5 answers to 4 calls"),
-        ("not JSON", "ab", "the child broke the protocol: a payload that is not JSON"),
-        ("an unknown answer", "ab", "the child broke the protocol: "),
-        ("unasked", "ab", "the child broke the protocol: "),
+        ("not JSON", "ab", "the child broke the protocol: an answer that is not JSON (JSONDecodeError)"),
+        ("an unknown answer", "ab", "the child broke the protocol: an answer of an unknown kind"),
+        ("a key twice", "ab", "the child broke the protocol: an object with a key twice ('amount')"),
+        ("not ASCII", "ab", "the child broke the protocol: an answer that is not ASCII JSON"),
+        ("a NaN", "ab", "the child broke the protocol: an answer that is not JSON (ValueError)"),
+        ("unasked", "ab", "the child wrote more than its answers on the protocol channel"),
         ("stops at the second property", "b", "the child ended early"),
         ("exits", "ab", "the child ended early"),
         ("exits 1 at the end", "ab", "the child exited 1 after its answers"),
@@ -104,7 +104,7 @@ from pathlib import Path
 from epoch_gate.runner.channel import Channel
 channel = Channel(Path(sys.argv[1]), ["spin"], [])
 print(channel._process.pid, flush=True)
-channel.send(1, [b'[{"m":"spin.forever"},[],{}]'])
+channel.ask(1, b'[{"m":"spin.forever"},[],{}]')
 time.sleep(600)
 """
 

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Sequence
 
 from epoch_gate.runner import data, protocol
 from epoch_gate.runner.finder import SandboxFinder
@@ -55,10 +55,12 @@ class Unresolved(Exception):
 
 
 class Server:
-    """The product's callables by name, and every value a call returned, kept per scope until dropped."""
+    """The product's callables by name, and the values the current scope's calls returned (`kept`: the
+    objects of each answer as it was written, then a handle's value), dropped when the scope changes."""
 
     def __init__(self) -> None:
-        self.scopes: dict[int, list[object]] = {}
+        self.scope = -1
+        self.kept: list[object] = []
         self.names: dict[str, object] = {}
         self.unresolved = ""  # why the call being read has an argument that names nothing
 
@@ -69,21 +71,12 @@ class Server:
         return found
 
     def _handle(self, ref: object) -> object:
-        if not (
-            type(ref) is list and len(ref) == 3 and type(ref[0]) is int and type(ref[1]) is int and type(ref[2]) is list
-        ):
+        """The value a reference ([scope, handle]) names."""
+        if not (type(ref) is list and len(ref) == 2 and type(ref[0]) is int and type(ref[1]) is int):
             raise Unresolved("a malformed reference")
-        scope, handle, path = ref
-        kept = self.scopes.get(scope)
-        if kept is None or not 0 <= handle < len(kept):
-            raise Unresolved(f"no value {handle} in scope {scope}")
-        value = kept[handle]
-        for step in path:
-            try:
-                value = value[step] if type(step) is int or isinstance(value, Mapping) else getattr(value, step)
-            except Exception as exc:  # noqa: BLE001 - the parent asked for a part the value does not have
-                raise Unresolved(f"no part {step!r} of a {type(value).__name__}: {type(exc).__name__}") from None
-        return value
+        if ref[0] != self.scope or not 0 <= ref[1] < len(self.kept):
+            raise Unresolved(f"no value {ref[1]} in scope {ref[0]}")
+        return self.kept[ref[1]]
 
     def _argument(self, raw: dict[str, object]) -> object:
         """json.loads' object_hook: a reference becomes the value it names."""
@@ -100,66 +93,54 @@ class Server:
             # The hook runs in Python for every object of the call: only when there is a reference to find.
             call = json.loads(line, object_hook=self._argument) if _REF_TEXT in line else json.loads(line)
         except (ValueError, RecursionError):
-            raise protocol.ProtocolError("a call that is not JSON") from None
+            raise Unresolved("a call that is not JSON") from None
         if self.unresolved:
             raise Unresolved(self.unresolved)
+        if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
+            raise Unresolved("a malformed call")
         return call
 
-    def _target(self, target: object) -> Callable[..., Any]:
-        if type(target) is dict and len(target) == 1:
-            name = target.get("m")
-            if type(name) is str:  # the hot path: a callable the product names
-                found = self.names.get(name)
-                if found is not None and callable(found):
-                    return found  # type: ignore[return-value]
-            ((kind, value),) = target.items()
-            if kind == "m" and type(value) is str:
-                found = self._named(value)
-            elif kind == "h":
-                found = self._handle(value)
-            elif kind == "op" and value in _OPERATORS:
-                found = _OPERATORS[value]  # type: ignore[index]
-            elif kind == "p":  # the properties of a value the child holds
-                held = self._handle(value)
-                return lambda: data.properties(held)
+    def _target(self, target: object) -> tuple[Callable[..., Any], bool]:
+        """What the call runs, and whether it is an attribute's read (which takes no arguments). An
+        attribute is looked up when the call runs, by ordinary attribute access: product code."""
+        if not (type(target) is dict and len(target) == 1):
+            raise Unresolved("a malformed target")
+        ((kind, value),) = target.items()
+        if kind in ("h", "a") and type(value) is list and len(value) in (2, 3):
+            held = self._handle(value[:2])
+            if len(value) == 2:
+                if kind == "a":
+                    raise Unresolved("an attribute's read that names no attribute")
+                found = held
+            elif type(value[2]) is not str:
+                raise Unresolved("a malformed attribute name")
+            elif kind == "a":
+                return (lambda: getattr(held, value[2])), True
             else:
-                raise Unresolved(f"an unknown target {kind!r}")
-            if not callable(found):
-                raise Unresolved(f"{value} is a {type(found).__name__}, not callable")
-            return found  # type: ignore[return-value]
-        raise Unresolved("a malformed target")
+                return (lambda *args, **kwargs: getattr(held, value[2])(*args, **kwargs)), False
+        elif kind == "m" and type(value) is str:
+            found = self._named(value)
+        elif kind == "op" and value in _OPERATORS:
+            found = _OPERATORS[value]  # type: ignore[index]
+        else:
+            raise Unresolved(f"an unknown target {kind!r}")
+        if not callable(found):
+            raise Unresolved(f"{value} is a {type(found).__name__}, not callable")
+        return found, False  # type: ignore[return-value]
 
-    def read_calls(self, lines: list[bytes]) -> list[object]:
-        """A batch's calls, parsed in one go when no call holds a reference (one json.loads per call costs
-        more than the call's own parse); otherwise each on its own, a malformed one as its error."""
-        if not any(_REF_TEXT in line for line in lines):
-            try:
-                parsed = json.loads(b"[" + b",".join(lines) + b"]")
-            except (ValueError, RecursionError):
-                parsed = None
-            if type(parsed) is list and len(parsed) == len(lines):
-                return parsed
-        calls: list[object] = []
-        for line in lines:
-            try:
-                calls.append(self.read_call(line))
-            except (protocol.ProtocolError, Unresolved) as exc:
-                calls.append(exc)
-        return calls
-
-    def answer(self, kept: list[object], call: object, names: protocol.Projection) -> str:
-        """One call's answer, encoded as soon as the call returns (a product that hands back one object
-        and changes it on its next call is read as it was): a value as data (with only the fields and
-        properties `names` names, when set), something that is not data as a handle, what the product
-        raised, or why the call names nothing."""
+    def answer(self, scope: int, line: bytes) -> str:
+        """One call's answer, encoded as soon as the call returns (a product that hands back one object and
+        changes it on its next call is read as it was): a value as data, something that is not data as a
+        handle, what the product raised, or why the call names nothing."""
+        if scope != self.scope:
+            self.scope, self.kept = scope, []
         try:
-            if isinstance(call, Exception):
-                raise call
-            if not (type(call) is list and len(call) == 3 and type(call[1]) is list and type(call[2]) is dict):
-                raise Unresolved("a malformed call")
-            function = self._target(call[0])  # type: ignore[index]
-        except (Unresolved, protocol.ProtocolError) as exc:  # the call names nothing, or is not one: the oracle's
-            return json.dumps(["u", str(exc)[:500]])  # ASCII (json.dumps' default): the frame always encodes
+            call = self.read_call(line)
+            function, read = self._target(call[0])  # type: ignore[index]
+            if read and (call[1] or call[2]):  # type: ignore[index]
+                raise Unresolved("an attribute's read takes no arguments")
+        except Unresolved as exc:  # the call names nothing, or is not one: the oracle's
+            return json.dumps(["u", str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product's module raised on import: its failure
@@ -170,42 +151,31 @@ class Server:
             os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return _raised(exc)
+        first = len(self.kept)
         try:
-            text, own = data.encode(result, names)
+            text = data.encode(result, self.kept)
+            if len(text) > protocol.MAX_ANSWER - 1024:
+                del self.kept[first:]
+                raise data.NotData(f"over {protocol.MAX_ANSWER >> 20} MiB of JSON")
         except data.NotData as exc:
-            kept.append(result)
-            return json.dumps(["o", len(kept) - 1, type(result).__name__, str(exc)[:500]])
+            self.kept.append(result)
+            return json.dumps(["o", first, data.type_name(result), str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
-        except BaseException as exc:  # noqa: BLE001 - its property raised while its value was read: its answer
-            return _raised(exc)
-        if result is None or isinstance(result, (int, float, str)):  # a number or text is its value: no handle
-            return '["v",-1,%s,%s,{}]' % (data.type_name(result), text)
-        kept.append(result)
-        return '["v",%d,%s,%s,%s]' % (len(kept) - 1, data.type_name(result), text, own)
-
-    def answers(self, scope: int, calls: list[object], names: list[protocol.Projection]) -> str:
-        """The batch's answers, as the JSON list the parent reads."""
-        kept = self.scopes.setdefault(scope, [])
-        answer = self.answer
-        return "[" + ",".join([answer(kept, call, projection) for call, projection in zip(calls, names)]) + "]"
+        return '["v",%d,%s,%s]' % (first, json.dumps(data.type_name(result)), text)
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.
-        read_frame, write, flush = protocol.read_frame, channel_out.write, channel_out.flush
+        read_frame, write, flush, frame = protocol.read_frame, channel_out.write, channel_out.flush, protocol.frame
         while True:
             got = read_frame(channel_in)
             if got is None:
                 return 0
             kind, payload = got
-            if kind == protocol.DROP:
-                self.scopes.pop(int(payload), None)
-                continue
-            if kind != protocol.CALLS:
+            if kind != protocol.CALL:
                 raise protocol.ProtocolError(f"unknown request kind {kind!r}")
-            head, projection, *lines = payload.split(b"\n")
-            names = protocol.projections(projection, len(lines))
-            write(protocol.frame(protocol.ANSWERS, self.answers(int(head), self.read_calls(lines), names).encode()))
+            head, _, line = payload.partition(b"\n")
+            write(frame(protocol.ANSWER, self.answer(int(head), line).encode()))
             flush()
 
 

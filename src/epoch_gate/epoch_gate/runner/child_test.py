@@ -41,7 +41,7 @@ def sandbox(tmp_path: Path, predicates: str, product: str = "", records: int = 2
 
 
 def replayed(world: Path, *props: Property) -> dict[str, PropertyOutcome]:
-    child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8, children=2)
+    child = replay.Child(world.parent / "sandbox", ("split_app",), oracle_names=(ORACLE,), children=2)
     result = replay.run(
         sample(Catalog(props), 1, len(props)), world, world.parent / "out", suite="suite", epoch_id="e1", child=child
     )
@@ -202,10 +202,9 @@ def test_an_object_crosses_as_its_fields_and_passes_back_as_a_handle(tmp_path: P
     assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 7), outcome.detail
 
 
-def test_an_answers_own_properties_cross_only_once_its_predicate_reads_them(tmp_path: Path) -> None:
-    """Batches whose predicates read no property of their answers ask for none; a record that then reads
-    one runs again on a whole answer, which has it as the call returned it. Each child counts the
-    properties it computed in a file of its own (its pid): fewer than one per record."""
+def test_a_property_is_read_only_when_a_predicate_reads_it(tmp_path: Path) -> None:
+    """Reading a property is product code: the child runs it when, and as often as, a predicate reads it.
+    Each child counts the properties it computed in a file of its own (its pid)."""
     world = sandbox(
         tmp_path,
         """
@@ -232,10 +231,7 @@ def test_an_answers_own_properties_cross_only_once_its_predicate_reads_them(tmp_
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure) == ("fail", 40, 1, 7)
     computed = sum(len(path.read_text()) for path in tmp_path.glob("cents-*"))
-    # Batches of 8 in turn to two children, two in flight each: batches 1-4 (records 1-32) go whole before
-    # any is judged; batch 5 (records 33-40) goes once batch 1 is judged, which read no property, so it
-    # asks for none, and record 36 runs again on a whole answer; record 7's rerun is whole too.
-    assert computed == 32 + 1 + 1, computed
+    assert computed == 1, computed  # record 36's read, and no other
 
 
 @pytest.mark.parametrize(
@@ -285,9 +281,12 @@ def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> N
     outcomes = replayed(world, prop("missing_field", "missing_field"), prop("not_data", "not_data"))
     assert (outcomes["missing_field"].outcome, outcomes["missing_field"].failures) == ("fail", 2)
     assert outcomes["missing_field"].first_failure == 3
-    assert outcomes["missing_field"].detail == "the product's answer dict has no field amount"
+    # Not a field: read as production reads it, from the product's object, which has none
+    assert outcomes["missing_field"].detail == "the product raised AttributeError: 'dict' object has no attribute 'amount'"
     assert (outcomes["not_data"].outcome, outcomes["not_data"].first_failure) == ("fail", 5)
-    assert outcomes["not_data"].detail == "the product's answer function has no field amount (a function)"
+    assert outcomes["not_data"].detail == (
+        "the product raised AttributeError: 'function' object has no attribute 'amount'"
+    )
 
 
 @pytest.mark.parametrize(
@@ -302,7 +301,6 @@ def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> N
             "return product.nowhere.amount(record) > 0",
             "does not resolve in the product: no product module named nowhere",
         ),
-        ("import random\n    return product.split_app.amount({'amount': random.random()}) > 0", "not deterministic"),
     ],
 )
 def test_the_predicates_own_mistakes_are_errors(tmp_path: Path, predicate: str, says: str) -> None:
@@ -325,18 +323,17 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
         "    return product.split_app.amount(record) == abs(record['amount'])\n",
         """
         from epoch_gate.runner import child
-        child.Server.answers = lambda self, scope, calls, names: "[" + ",".join(['["v",-1,"int",5,{}]'] * len(calls)) + "]"
+        child.Server.answer = lambda self, scope, line: '["v",0,"int",5]'
         def amount(record):
             return record["amount"]
     """,
     )
     outcomes = replayed(world, prop("positive"), prop("exact", "exact"))
     assert (outcomes["positive"].outcome, outcomes["positive"].records) == ("pass", 20)  # the lie, judged
-    # `exact` is sampled first. The two children take the batches in turn, and each one's first batch
-    # (records 1-8, records 9-16) imported the product, so it answered that batch honestly: record 7's bug
-    # is found, and its rerun, answered 5, holds (a flake). Every later answer is 5, which is wrong for
-    # records 17-20.
-    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 4)
+    # `exact` is sampled first. The children take the records in turn (odd, even), and each one's first
+    # call (records 1 and 2) imported the product, so it answered that one honestly. Every later answer is
+    # 5, which is right only for records 5 and 7 (abs(-5)).
+    assert (outcomes["exact"].outcome, outcomes["exact"].failures) == ("fail", 16)
 
 
 def test_a_judge_that_imports_product_code_does_not_load(tmp_path: Path) -> None:
@@ -586,7 +583,7 @@ def test_the_child_cannot_rewrite_the_world_the_parent_streams(tmp_path: Path) -
         tmp_path / "out",
         suite="suite",
         epoch_id="e1",
-        child=replay.Child(tmp_path / "sandbox", ("split_app",), oracle_names=(ORACLE,), batch=8),
+        child=replay.Child(tmp_path / "sandbox", ("split_app",), oracle_names=(ORACLE,)),
     )
     assert world_sha256(world) != digest  # it was rewritten, and the replay still read the world it hashed
     assert result.world_sha256 == digest
@@ -614,68 +611,11 @@ def test_files_the_child_planted_in_the_output_folder_are_not_evidence(tmp_path:
     assert not (out / "observations" / "positive-000000000000000000000000.json").exists()
 
 
-def test_a_call_sent_ahead_is_used_only_for_the_record_exactly_as_read(tmp_path: Path) -> None:
-    """Once the first batch showed the shape `kind(record)`, later batches send that call before the
-    predicate runs. A predicate that changed its record first, even to an equal value of another type
-    (1 -> 1.0, 1 -> True), gets the answer for the record it passed, not for the one sent ahead."""
-    world = sandbox(
-        tmp_path,
-        """
-        def typed(record, product):
-            if record["id"] > 10:
-                record["amount"] = float(record["amount"]) if record["id"] % 2 else record["amount"] == 11
-            expected = "int" if record["id"] <= 10 else "float" if record["id"] % 2 else "bool"
-            return product.split_app.kind(record) == expected
-    """,
-        "def kind(record):\n    return type(record['amount']).__name__\n",
-    )
-    # Records as the call encodes them (no spaces): only then is the call sent ahead.
-    (world / "payments.jsonl").write_text(
-        "".join(json.dumps({"id": i, "amount": i}, separators=(",", ":")) + "\n" for i in range(1, 21))
-    )
-    outcome = replayed(world, prop("typed", "typed"))["typed"]
-    assert (outcome.outcome, outcome.records, outcome.failures) == ("pass", 20, 0), outcome
-
-
-@pytest.mark.parametrize("shape", ["opening", "later"])
-def test_the_opening_call_on_the_record_sends_the_worlds_own_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
-) -> None:
-    """A predicate whose first act is `product.f(record)` sends the record as the world holds it: never
-    encoded again, and sent ahead even when the world's bytes are not as the parent would encode them (this
-    world has spaces). Any other shape encodes the record it passes, and runs twice on every record not sent
-    ahead."""
-    world = sandbox(
-        tmp_path,
-        """
-        def opening(record, product):
-            return product.split_app.amount(record) >= 0
-        def later(record, product):
-            amount = record["amount"]
-            return product.split_app.amount(record) >= 0 and amount == record["amount"]
-    """,
-        "def amount(record):\n    return record['amount']\n",
-        records=100,
-    )
-    encoded: list[object] = []
-    runs: list[bytes] = []
-    dump, run = judging._dump, judging.run
-    monkeypatch.setattr(judging, "_dump", lambda value: encoded.append(value) or dump(value))
-    monkeypatch.setattr(judging, "run", lambda predicate, raw, *rest: runs.append(raw) or run(predicate, raw, *rest))
-    outcome = replayed(world, prop(shape, shape))[shape]
-    assert (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure) == ("fail", 100, 1, 7)
-    records_encoded = [value for value in encoded if type(value) is dict and "amount" in value]
-    if shape == "opening":
-        assert records_encoded == [] and len(runs) < 150  # most batches sent ahead: one run per record
-    else:
-        assert len(records_encoded) >= 100 and len(runs) == 2 * 100 + 2  # record 7 judged again, twice too
-
-
 def test_a_field_that_is_not_data_is_left_out_and_the_rest_of_the_answer_crosses(tmp_path: Path) -> None:
-    """An answer's field (or property) that is not data (a cycle here), or that raises, is left out of it:
-    a record that reads it fails, as on a field the product does not have, and one that reads only the
-    rest is judged on it. Whether a batch's answers cross whole or with only the names its property reads
-    changes nothing of that."""
+    """An answer's field that is not data (a cycle here) is left out of it, and one that reads only the rest
+    is judged on it; a predicate that reads the field left out (or a property) reads it from the product's
+    object, as production does: the cycle's `me` is the answer itself, and a property that raises is the
+    product's failure."""
     world = sandbox(
         tmp_path,
         """
@@ -702,10 +642,10 @@ def test_a_field_that_is_not_data_is_left_out_and_the_rest_of_the_answer_crosses
         records=40,
     )
     outcome = replayed(world, prop("exact", "exact"))["exact"]
-    # Record 4's property raises, record 15 reads the field that closes a cycle; the other records that
-    # hold one (3, 6, 9, ...: before and after the names are learned) hold; record 7 (negative) too.
-    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 2, 4), outcome
-    assert outcome.detail == "the product's answer Amount has no field double"
+    # Record 4's property raises; record 15 reads the field that closes a cycle, which holds; the other
+    # records that hold one (3, 6, 9, ...) hold; record 7 (negative) too.
+    assert (outcome.outcome, outcome.failures, outcome.first_failure) == ("fail", 1, 4), outcome
+    assert outcome.detail == "the product raised ArithmeticError: four"
 
 
 def test_each_answer_is_the_value_as_its_call_returned_it(tmp_path: Path) -> None:
@@ -736,7 +676,7 @@ def test_an_answer_of_an_unknown_kind_is_the_childs_broken_protocol(tmp_path: Pa
         POSITIVE,
         """
         from epoch_gate.runner import child
-        child.Server.answers = lambda self, scope, calls, names: "[" + ",".join(["[{}]"] * len(calls)) + "]"
+        child.Server.answer = lambda self, scope, line: "[{}]"
         def amount(record):
             return record["amount"]
     """,
@@ -897,236 +837,29 @@ def test_each_property_of_an_answer_is_read_once(tmp_path: Path) -> None:
     assert (outcome.outcome, outcome.records) == ("pass", 56), outcome.detail
 
 
-def test_a_call_the_child_cannot_parse_is_the_oracles_not_the_products() -> None:
-    (answer,) = json.loads(Server().answers(1, Server().read_calls([b'[{"m":"json.dumps"},[1],{}']), [None]))
-    assert answer == ["u", "a call that is not JSON"]
-
-
 @pytest.mark.parametrize(
-    "odd", [None, {"note": "\U0001F600"}, {"note": "\u0000"}], ids=["all-exact", "escaped-pair", "escaped-nul"]
+    "call, says",
+    [
+        (b'[{"m":"json.dumps"},[1],{}', "a call that is not JSON"),
+        (b'[{"m":"json.dumps"},[1]]', "a malformed call"),
+        (b'[{"h":[1,0]},[],{}]', "no value 0 in scope 1"),
+        (b'[{"a":[1,0]},[],{}]', "no value 0 in scope 1"),
+        (b'[{"z":1},[],{}]', "an unknown target 'z'"),
+        (b'[{"m":"json.dumps"},[{"\\u0000ref":[0,0]}],{}]', "no value 0 in scope 0"),
+    ],
 )
-def test_a_record_that_cannot_cross_as_its_bytes_leaves_later_batches_sent_ahead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: Optional[dict[str, str]]
-) -> None:
-    """A record that may not cross as its own bytes (here one json.dumps escapes) is encoded, and its batch
-    is run first; the batches after it are still sent ahead: about one run per record, not two."""
-    world = sandbox(
-        tmp_path,
-        "def opening(record, product):\n    return product.split_app.amount(record) >= 0\n",
-        "def amount(record):\n    return record['amount']\n",
-        records=400,
-    )
-    lines = [json.dumps({"id": i, "amount": i}) for i in range(1, 401)]
-    if odd is not None:
-        lines[2] = json.dumps({"id": 3, "amount": 3, **odd})
-    (world / "payments.jsonl").write_text("\n".join(lines) + "\n")
-    runs: list[bytes] = []
-    run = judging.run
-    monkeypatch.setattr(judging, "run", lambda predicate, raw, *rest: runs.append(raw) or run(predicate, raw, *rest))
-    outcome = replayed(world, prop("opening", "opening"))["opening"]
-    assert (outcome.outcome, outcome.records) == ("pass", 400)
-    assert len(runs) < 500, len(runs)
+def test_a_call_the_child_cannot_read_is_the_oracles_not_the_products(call: bytes, says: str) -> None:
+    assert json.loads(Server().answer(1, call)) == ["u", says]
 
 
-SHAPES = """
-    import asyncio
-    from dataclasses import dataclass
-    @dataclass
-    class Money:
-        minor: int
-        currency: str
-    @dataclass
-    class Line:
-        sku: str
-        gross: Money
-        net: Money
-        def doubled(self):
-            return Money(2 * self.gross.minor, self.gross.currency)
-        @property
-        def label(self):
-            return self.sku.upper()
-    @dataclass
-    class Totals:
-        lines: tuple
-        total: Money
-        note: object
-        @property
-        def count(self):
-            return len(self.lines)
-        @property
-        def total_minor(self):
-            return self.total.minor
-        def bump(self):
-            self.total = Money(-1, "EUR")
-    def totals(record):
-        n = record["amount"]
-        lines = tuple(Line(f"s{i}", Money(n * i, "EUR"), Money(n, "EUR")) for i in range(1, 3))
-        return Totals(lines, Money(3 * n, "EUR"), float("nan") if n % 5 == 0 else "ok")
-    def minor(money):
-        return money.minor
-    @dataclass
-    class Node:
-        value: int
-        next: object = None
-        prev: object = None
-    @dataclass
-    class Chain:
-        head: Node
-        length: int
-    def chain(record):  # a doubly linked list: its back-references are left out of whole answers
-        length = 450 if record["id"] > 60 else 150 if record["id"] > 40 else 10
-        head = node = Node(0)
-        for value in range(1, length):
-            node.next = Node(value, None, node)
-            node = node.next
-        return Chain(head, length)
-    class Cancelling:  # a field whose read raises what `except Exception` does not catch
-        def __get__(self, held, owner):
-            if held is not None and held.__dict__["id"] > 40:
-                raise asyncio.CancelledError("cancelled")
-            return 1
-        def __set__(self, held, value):
-            raise AttributeError("read-only")
-    class Reply:
-        payload = Cancelling()
-        def __init__(self, id):
-            self.__dict__.update(id=id, status="ok", payload=1)
-    def reply(record):
-        return Reply(record["id"])
-    @dataclass
-    class Labelled:  # a field named like an attribute every answer's class has
-        status: str
-        __module__: str = "the label"
-    def labelled(record):
-        return Labelled("ok")
-"""
-
-# Each reads its answers another way; some read more on later records (once the names are learned: batches of
-# 8 records to two children, records 1-32 go whole before the first batch is judged)
-READS = {
-    "field": "return t.total.minor >= 0",
-    "later_deeper": 'return (t.lines[0].net.minor if record["id"] > 50 else t.total.minor) >= 0',
-    "own_property": 'return t.count == 2 and (t.note == "ok" if record["id"] in (45, 50, 55) else t.total.minor >= 0)',
-    "plain": 'return plain(t.total)["minor"] >= 0',
-    "vars": 'return vars(t.lines[0])["gross"].minor >= 0 and t.total.minor >= 0',
-    "dir": 'return "total" in dir(t) and t.total.minor >= 0',
-    "method_of_a_part": "return t.lines[1].doubled().minor >= 0",
-    "part_passed_back": "return product.split_app.minor(t.total) >= 0",
-    "hasattr": 'return (hasattr(t, "missing") if record["id"] > 50 else True) and t.total.minor >= 0',
-    "items": 'return t["total"]["minor"] >= 0 and (record["id"] < 50 or t["lines"][0]["sku"] == "s1")',
-    "bare_except": (
-        'if record["id"] > 46:\n'
-        "            try:\n"
-        "                return t.lines[0].net.minor >= 0\n"
-        "            except:  # noqa: E722 - swallows what the runner raises too\n"
-        "                return True\n"
-        "        return t.total.minor >= 0"
-    ),
-    "a_parts_property": 'return t.lines[0].label == "S1" and t.total.minor >= 0',
-    # an answer's property is read as the answer was, whatever its object became on a later call
-    "property_after_a_change": 'return t.bump() is None and (t.total_minor if record["id"] > 40 else 0) >= 0',
-    "missing_field": 'return t.total.minor >= 0 if record["id"] != 51 else t.lines[0].absent.minor >= 0',
-}
+def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
+    server = Server()
+    made = b'[{"m":"collections.OrderedDict"},[],{"a":1}]'
+    assert json.loads(server.answer(1, made)) == ["v", 0, "OrderedDict", {"a": 1}]
+    assert json.loads(server.answer(1, b'[{"h":[1,0,"get"]},["a"],{}]')) == ["v", 1, "int", 1]
+    assert json.loads(server.answer(2, b'[{"h":[1,0,"get"]},["a"],{}]')) == [
+        "u",
+        "no value 0 in scope 1",
+    ]
 
 
-# Each on another answer: its call, and how it reads it
-OTHER_READS = {
-    "chain_to_its_end": (
-        "chain",
-        "node, count = t.head, 1\n"
-        "        while node.next is not None:\n"
-        "            node, count = node.next, count + 1\n"
-        "        return count == t.length",
-    ),
-    "a_field_raising_a_base_exception": ("reply", 'return t.status == "ok"'),
-    "a_field_named_like_a_class_attribute": (
-        "labelled",
-        'return t.__module__ == "the label" if record["id"] > 50 else t.status == "ok"',
-    ),
-}
-
-
-def _reading(name: str) -> str:
-    call, body = OTHER_READS.get(name, ("totals", READS.get(name)))
-    return f"""
-    def reads_{name}(record, product):
-        t = product.split_app.{call}(record)
-        {body}
-"""
-
-
-@pytest.mark.parametrize("name", sorted([*READS, *OTHER_READS]))
-def test_a_verdict_is_the_same_whether_answers_cross_whole_or_with_only_the_names_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
-    """The replay as it runs (the first batches whole, later ones with only the names the predicate read)
-    against the same replay on whole answers only: the same outcome for every way a predicate reads."""
-    predicates = "from epoch_gate.runner.judging import plain\n" + textwrap.dedent(_reading(name))
-    sent: list[Optional[frozenset[str]]] = []
-    send = replay.Channel.send
-
-    def recording(
-        self: replay.Channel, scope: int, calls: list[bytes], names: object = None, whole: object = ()
-    ) -> None:
-        sent.append(names)  # type: ignore[arg-type]
-        send(self, scope, calls, names, whole)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(replay.Channel, "send", recording)
-    outcomes = []
-    for projected in (True, False):
-        if not projected:
-            monkeypatch.setattr(replay._Projection, "learn", lambda self, run: None)
-        case = tmp_path / str(projected)
-        case.mkdir()
-        world = sandbox(case, predicates, SHAPES, records=80)
-        sys.modules.pop(ORACLE, None)
-        outcome = replayed(world, prop(name, f"reads_{name}"))[name]
-        assert outcome.error_code == "", outcome.detail
-        outcomes.append(
-            (
-                outcome.outcome,
-                outcome.records,
-                outcome.failures,
-                outcome.first_failure,
-                outcome.detail,
-                outcome.observation_ids,
-            )
-        )
-        if projected:
-            names = {found for found in sent if found is not None}
-            assert names, sent  # projected after the first batches
-            assert all((judging.WHOLE in found) is (name in ("plain", "vars", "dir")) for found in names), names
-            sent.clear()
-    assert outcomes[0] == outcomes[1]
-    assert sent == [None] * len(sent)
-
-
-def test_names_are_learned_from_every_record_judged_on_whole_answers(tmp_path: Path) -> None:
-    """A name read on a record of any batch that went whole (before the first was judged) is asked for
-    from then on: a later record that reads it is judged on its first answer, with no second call."""
-    world = sandbox(
-        tmp_path,
-        """
-        def positive(record, product):
-            t = product.split_app.totals(record)
-            return t.note == "ok" if record["id"] in (20, 60) else t.total >= 0
-    """,
-        """
-        import os
-        from dataclasses import dataclass
-        @dataclass
-        class Totals:
-            total: int
-            note: str
-        def totals(record):
-            with open(f"../calls-{os.getpid()}", "a") as counted:
-                counted.write("x")
-            return Totals(record["amount"], "ok")
-    """,
-        records=80,
-    )
-    outcome = replayed(world, prop("positive"))["positive"]
-    assert (outcome.outcome, outcome.records, outcome.failures, outcome.first_failure) == ("fail", 80, 1, 7)
-    # Record 20 is in the third batch, which went whole: record 60, in a projected one, has `note` too.
-    # Each record is called once, and record 7 once more when judged again.
-    assert sum(len(path.read_text()) for path in tmp_path.glob("calls-*")) == 80 + 1

@@ -316,24 +316,25 @@ def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
 def test_answers_that_would_take_more_of_the_judges_memory_than_the_product_may_use_end_the_replay(
     tmp_path: Path,
 ) -> None:
-    # 1.8 MB of text, under every limit on an answer or a batch: 220 MB once parsed, by the estimate.
-    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=128 * MiB))
+    # 198 KB of text, under every limit on an answer: some 36 MB once parsed, by the estimate.
+    checks = "def judged(record, product):\n    return len(product.hog.empty_objects(99_000)) == 99_000\n"
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=32 * MiB), checks=checks)
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
     assert re.fullmatch(
-        r"the product's answers to a batch of 1 calls \(\d+ bytes\) would take some \d+ bytes of the judge's "
-        r"memory, beside the 0 it holds of answers not yet judged: over its memory limit \(134217728 bytes of "
-        r"address space per process, \[property-replay\]\.child_memory_bytes\)",
+        r"the product's answers to one record's calls \(\d+ bytes the last\) would take some \d+ bytes of the "
+        r"judge's memory: over its memory limit \(33554432 bytes of address space per process, "
+        r"\[property-replay\]\.child_memory_bytes\), shared by the children",
         outcome.detail,
     ), outcome.detail
 
 
-def test_what_the_judge_holds_is_counted_over_every_round_of_calls_until_the_batch_is_judged(tmp_path: Path) -> None:
-    # Each call's answers (36 MB by the estimate) are well under the limit; a record's five calls are not.
+def test_what_the_judge_holds_is_counted_over_every_call_of_a_record(tmp_path: Path) -> None:
+    # Each call's answer (some 18 MB by the estimate) is well under the limit; a record's five calls are not.
     checks = (
         "def judged(record, product):\n"
-        "    return all(len(product.hog.empty_objects(100_000)) == 100_000 for _ in range(5))\n"
+        "    return all(len(product.hog.empty_objects(50_000)) == 50_000 for _ in range(5))\n"
     )
-    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=128 * MiB), checks=checks)
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=64 * MiB), checks=checks)
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
-    held = re.fullmatch(r".* beside the (\d+) it holds of answers not yet judged: .*", outcome.detail)
+    held = re.fullmatch(r".* would take some (\d+) bytes of the judge's memory: .*", outcome.detail)
     assert held and int(held[1]) > 64 * MiB, outcome.detail

@@ -1,49 +1,45 @@
-"""The judges' side of the boundary: what a property's predicate holds when it drives the product.
+"""The judges' side of the boundary: a record's judgement, and what a predicate holds of the product.
 
 A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
-code. `product` names the product's callables: `product.orders.totals.totals_from_record(record)` asks
-the child to call `orders.totals.totals_from_record` on the record and answers with data. A number or
-text comes back as it is, a list as a tuple of its parts, and anything else as a `Remote`: its fields
-(and properties) read as the parent's own plain values (`t.subtotal.minor` is an `int` parsed here), its
-methods and operators are further calls (`a.allocate([1, 2])`, `a + b`), and it can be passed back as
-an argument. A `Remote` itself is never compared, hashed, iterated, converted, truth-tested or turned
-into text: each of those raises `HandleMisused`, so no method of the product's ever decides anything
-(compare its fields, or `plain(value)`).
+code, once per record, as ordinary Python. `product` names the product's callables:
+`product.orders.totals.totals_from_record(record)` asks the child to make that call, and the predicate
+waits for the answer (one call, one answer, in turn: `protocol`). A number or text comes back as it is,
+a list as a tuple of its parts, and an object as a `Remote`: its fields read as the parent's own plain
+values (`t.subtotal.minor` is an `int` parsed here); any other attribute is the product's, read or called
+in the child when the predicate uses it (`t.discount_total`, `m.allocate([1, 2])`), as are operators
+(`a + b`); and it can be passed back as an argument. A `Remote` itself is never compared, hashed,
+iterated, converted, truth-tested or turned into text: each of those raises `HandleMisused`, so no method
+of the product's ever decides anything (compare its fields, or `plain(value)`).
 
 The product's failures are the record's: an exception it raises surfaces in the predicate as
 `ProductRaised` (test an expected refusal with `refused`), and an uncaught one, or an answer that is not
-the data the predicate reads, makes the record fail. The predicate's own errors are the oracle's
-(`predicate-error`).
-
-Calls are batched across records without threads: a predicate runs until its first call the child has
-not answered yet (`_NeedAnswer`), the batch's calls go to the child together, and each predicate is run
-again from the start with its earlier answers replayed, until it returns. A predicate is therefore run
-once more than it makes calls, and must be deterministic given its record and its answers (a call that
-differs on a rerun is a `predicate-error`).
+the data the predicate reads, violates the record. The predicate's own errors are the oracle's.
 """
 
 from __future__ import annotations
 
-import dis
-import inspect
 import json
 import operator
-import sys
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
+import threading
 import traceback
 from dataclasses import dataclass
-from types import CodeType, FunctionType, MappingProxyType
-from typing import Any, Callable, Optional, Sequence, Union
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from types import MappingProxyType
+from typing import Any, Callable, Optional, Protocol, Sequence, Union
 
 from epoch_gate.runner import protocol
 from epoch_gate.runner.protocol import REF
 from epoch_gate.text import from_os
 
 MAX_DETAIL = 2000
+MAX_DEPTH = 256  # a record's nesting: far enough below Python's recursion limit for every parse of it
 
 
 class ProductFailure(Exception):
     """The product failed on the record: the record violates the property."""
+
+    def describe(self) -> str:
+        return str(self)
 
 
 class ProductRaised(ProductFailure):
@@ -65,38 +61,50 @@ class NotData(ProductFailure):
 
 
 class OracleError(Exception):
-    """The predicate's own mistake: an argument that is not data, a call that names nothing, a rerun
-    that calls something else."""
+    """The predicate's own mistake: an argument that is not data, a call that names nothing."""
 
 
 class HandleMisused(OracleError):
     """A product value was compared, hashed, iterated, converted or truth-tested as if it were data."""
 
 
-class _NeedAnswer(BaseException):
-    """The predicate made a call the child has not answered yet. A BaseException, so `except Exception`
-    in a predicate does not swallow it (a bare `except:` that does is noticed: `Session.pending`)."""
+class Child(Protocol):
+    """Where a record's calls go: one call, one answer (`channel.Channel`)."""
+
+    def ask(self, scope: int, call: bytes) -> bytes: ...
+
+    def broke(self, why: str) -> BaseException:
+        """Ends the child, which broke the protocol: the failure to raise."""
 
 
-class _Unanswered(BaseException):
-    """The predicate read what its answers, which crossed with only the names its property reads, may not
-    hold: a name they were not asked for, or a whole value. The record then runs again on whole answers
-    (`run`; a bare `except:` that swallows this is noticed: `Session.missed`)."""
+class _Stopped(BaseException):
+    """The child failed during a call: the record's run stops (a BaseException, so that a predicate's
+    `except Exception` cannot carry on with it; one that swallows it anyway is noticed: `Run.failed`)."""
 
 
-WHOLE = protocol.WHOLE  # what `Session.missed` holds after a read of a whole value (no field is named so)
+class Run:
+    """One record's run of a predicate: the child its calls go to, the scope its answers live in there,
+    the references the run has made (`_encode_ref`) and the child's failure, if any."""
+
+    __slots__ = ("child", "scope", "references", "failed")
+
+    def __init__(self, child: Child, scope: int) -> None:
+        self.child, self.scope, self.references = child, scope, 0
+        self.failed: Optional[BaseException] = None
 
 
-def _unanswered(name: str) -> None:
-    """Before a read the answers answer as whole ones would only if they hold `name` (WHOLE: everything)."""
-    session = Session.current
-    if session is not None and session.projection is not None and name not in session.projection:
-        session.missed = name
-        raise _Unanswered
+_running = threading.local()  # `.run`: the Run of this thread's predicate (each child has a thread of its own)
+
+
+def _current() -> Run:
+    run: Optional[Run] = getattr(_running, "run", None)
+    if run is None:
+        raise OracleError("a product call outside a predicate's run")
+    return run
 
 
 def _misuse(what: str) -> Callable[..., Any]:
-    def refuse(self: Union[Remote, Name], *_: object) -> Any:
+    def refuse(self: object, *_: object) -> Any:
         raise HandleMisused(
             f"{self!r} used {what}: a product value is never compared, hashed, iterated, "
             "converted or truth-tested; read its fields, or plain(value)"
@@ -131,46 +139,42 @@ class _Refusing:
 
 
 class _Held(_Refusing):
-    """Where a Remote keeps its fields and its location: slots no field can shadow, and a field dict that
-    only this module reaches (`fields_of`); `vars()` and `__dict__` give a read-only view of it."""
+    """Where a Remote keeps its fields and where the child holds it: slots no field can shadow, and a
+    field dict that only this module reaches (`fields_of`); `vars()` and `__dict__` give a read-only view."""
 
     __slots__ = ("_at", "__dict__")
 
 
-class Remote(_Held):
-    """A value the product returned, or a part of it: data to read, a handle to pass back.
+At = tuple[int, int, str, str]  # where the child holds a value: scope, handle, its class name, why it is not data
 
-    Every JSON object of an answer becomes one as the answer is parsed (`part`), its fields as its own
-    attributes: a field read is Python's own attribute lookup, with no call of ours. `_at` (a slot, which
-    no field can shadow) says where the value is: (scope, handle, class name, why it is not data, its own
-    properties or None when they did not cross, its data when that is not its fields: FIELDS) for an
-    answer, unset for a part of one (`_where`), which is found in its record's answers when it is passed
-    back (`_ref`). It refuses assignment: every run of a predicate reads what the product answered."""
+
+class Remote(_Held):
+    """A value the product returned, or an object inside one: data to read, a handle to pass back or call.
+
+    Its fields are its own attributes (a field read is Python's own attribute lookup, with no call of
+    ours); any other public attribute is an `Attribute`, the product's to read or call. `_at` (a slot,
+    which no field can shadow) says where the child holds it. It refuses assignment: a predicate reads
+    what the product answered."""
 
     __slots__ = ()
 
     @property
     def __dict__(self) -> MappingProxyType[str, object]:  # type: ignore[override]
-        _unanswered(WHOLE)
         return MappingProxyType(fields_of(self))
 
     def __repr__(self) -> str:
-        return f"<product {_type(self)}>"
+        return f"<product {_at(self)[2]}>"
 
     def __getattr__(self, name: str) -> Any:  # only for a name that is not a field
-        _unanswered(name)  # a field's name may start with "__" too (a dict's key)
         if name.startswith("__"):
             raise AttributeError(name)
-        return Method(self, name)
+        return Attribute(self, name)
 
     def __getitem__(self, key: str) -> Any:
         fields = fields_of(self)
         if type(key) is not str or key not in fields:
-            if type(key) is str:
-                _unanswered(key)
-            at = _where(self)
-            why = at[3] if at is not None else ""
-            raise NotData(f"{_type(self)} has no item {key!r}" + (f" ({why})" if why else ""))
+            why = _at(self)[3]
+            raise NotData(f"{_at(self)[2]} has no item {key!r}" + (f" ({why})" if why else ""))
         return fields[key]
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
@@ -183,7 +187,6 @@ class Remote(_Held):
     __deepcopy__ = property(lambda self: lambda memo: self)
 
     def __dir__(self) -> list[str]:
-        _unanswered(WHOLE)
         return sorted({*fields_of(self), *dir(type(self))})
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -202,10 +205,6 @@ class Remote(_Held):
     __neg__, __pos__, __abs__ = _operator("neg"), _operator("pos"), _operator("abs")
 
 
-# A field named like an attribute of the class (`__module__`, `__doc__`, an operator) reads as that field
-# when it crosses and as the class's attribute when it does not, with no miss to notice: it always crosses.
-SHADOWED = frozenset(dir(Remote))
-
 _new = object.__new__
 _set_fields = _Held.__dict__["__dict__"].__set__
 _get_fields = _Held.__dict__["__dict__"].__get__
@@ -218,220 +217,101 @@ def fields_of(value: Remote) -> dict[str, object]:
     return _get_fields(value, _Held)  # type: ignore[no-any-return]
 
 
-def _where(value: Remote) -> Optional[tuple[Any, ...]]:
-    """An answer's `_at`, or None for a part (whose slot is never set: one assignment less per object)."""
-    try:
-        return _get_at(value, _Held)  # type: ignore[no-any-return]
-    except AttributeError:
-        return None
+def _at(value: Remote) -> At:
+    return _get_at(value, _Held)  # type: ignore[no-any-return]
 
 
-def part(fields: dict[str, object]) -> Remote:
-    """json.loads' object_hook for the child's answers: an object becomes a Remote whose attributes are
-    its fields, a list among them a tuple of its parts (set through the slots' own descriptors: a Remote
-    refuses assignment)."""
-    for item in fields.values():
-        if type(item) is list:
-            for key, found in fields.items():
-                if type(found) is list:
-                    fields[key] = _tuple(found)
-            break
-    value = _new(Remote)
-    _set_fields(value, fields)  # its `_at` unset: a part (`_where`)
-    return value
-
-
-def _tuple(top: list[object]) -> tuple[object, ...]:
-    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
-    if list not in map(type, top):
-        return tuple(top)
-    order, pending = [], [top]
-    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
-        items = pending.pop()
-        order.append(items)
-        pending += [item for item in items if type(item) is list]
-    made: dict[int, tuple[object, ...]] = {}
-    for items in reversed(order):
-        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
-    return made[id(top)]
-
-
-FIELDS = object()  # an answer's data is its fields, not a value of its own
-
-
-def _answer(
-    scope: int, handle: int, type_name: str, fields: Optional[Remote], why: str, own: Optional[Remote], data: object
-) -> Remote:
-    value = fields if fields is not None else _new(Remote)
-    _set_at(value, (scope, handle, type_name, why, own, data))
-    return value
-
-
-def _locate(value: Remote) -> Optional[tuple[Home, list[Union[str, int]]]]:
-    """Where the child holds a part of an answer of the current run: that answer's home and the path to
-    the part (found by identity, through the answer's fields and its own properties)."""
-    session = Session.current
-    found = session.held().get(id(value)) if session is not None else None
-    if found is None or found[0] is not value:
-        return None
-    home, path = found[1], []
-    while found[2] is not None:  # up to the answer, by the step from each part's holder
-        path.append(found[3])
-        found = found[2]
-    return home, path[::-1]
-
-
-def _hold(held: dict[int, Held], node: object, home: Home) -> None:
-    """Adds each Remote under `node` to `held`, unless an earlier answer holds it: a walk by identity,
-    without recursion, each object once, so that even a cycle made through `fields_of` ends."""
-    pending: list[Held] = [(node, home, None, None)]
-    seen: set[int] = set()
-    while pending:
-        entry = pending.pop()
-        current = entry[0]
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if type(current) is Remote:
-            held.setdefault(id(current), entry)
-            items: Any = fields_of(current).items()
-        elif type(current) is tuple:
-            items = enumerate(current)  # type: ignore[arg-type]
-        else:
-            continue
-        pending += [(item, home, entry, step) for step, item in items if type(item) is Remote or type(item) is tuple]
-
-
-def _ref(value: Remote) -> list[object]:
-    """Where the child holds the value: [scope, handle, path from the answer]."""
-    at = _where(value)
-    if at is not None:
-        return [at[0], at[1], []]
-    found = _locate(value)
-    if found is None:
+def _ref(value: Remote) -> list[int]:
+    """[scope, handle] of a value of the current run (one of an earlier record's is the predicate's
+    mistake: the child no longer holds it)."""
+    scope, handle, _, _ = _at(value)
+    if scope != _current().scope:
         raise OracleError("a product value used outside the run of the record it was answered for")
-    (scope, handle, _), path = found
-    return [scope, handle, path]
+    return [scope, handle]
 
 
-def _type(value: Remote) -> str:
-    """What this value is, for messages: the answer's class and the path to this part of it."""
-    at = _where(value)
-    if at is not None:
-        return at[2]  # type: ignore[no-any-return]
-    found = _locate(value)
-    if found is None:
-        return "product value"
-    (_, _, type_name), path = found
-    return type_name + "".join(f"[{step}]" if type(step) is int else f".{step}" for step in path)
+class Attribute(_Refusing):
+    """`value.name` where the value's fields have no `name`: the product's attribute, called in the child
+    when the predicate calls it, or read there the first time the predicate uses it as a value (a
+    property, a class attribute, a method's result)."""
 
-
-class Method(_Refusing):
-    """`value.name` where the value's fields have no `name`: a method of the product's when called, and
-    otherwise a property, read from the child the first time the predicate uses it as a value (all of
-    the object's properties at once, once per run of the predicate)."""
-
-    __slots__ = ("_of", "_name")
+    __slots__ = ("_of", "_name", "_read")
 
     def __init__(self, of: Remote, name: str) -> None:
         self._of, self._name = of, name
 
     def __repr__(self) -> str:
-        return f"<product {_type(self._of)}.{self._name}>"
+        return f"<product {_at(self._of)[2]}.{self._name}>"
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        scope, handle, path = _ref(self._of)
-        return _call({"h": [scope, handle, [*path, self._name]]}, args, kwargs)  # type: ignore[misc]
+        return _call({"h": [*_ref(self._of), self._name]}, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._value(), name)
+        return getattr(self._got(), name)
 
     def __getitem__(self, key: object) -> Any:
         return self._value()[key]
 
-    def _value(self) -> Any:
-        of, at = self._of, _where(self._of)
-        if at is not None and (at[3] or at[1] == -1):
-            raise self._missing()
-        session = Session.current
-        own = at[4] if at is not None else None
-        if own is None:  # a part's properties, asked for when first read
-            ref = _ref(of)
-            key = repr(ref)
-            found = session.properties.get(key) if session is not None else None
-            if found is None:
-                found = _call({"p": ref}, (), {})
-                if session is not None:
-                    session.properties[key] = found
-            own = found if type(found) is Remote else None
-        if own is None or self._name not in fields_of(own):
-            _unanswered(self._name)
-            raise self._missing()
-        return fields_of(own)[self._name]
+    def _got(self) -> Any:
+        """The attribute as the product reads it (once per `value.name` the predicate wrote)."""
+        try:
+            return object.__getattribute__(self, "_read")
+        except AttributeError:
+            read = _call({"a": [*_ref(self._of), self._name]}, (), {})
+            object.__setattr__(self, "_read", read)
+            return read
 
-    def _missing(self) -> NotData:
-        at = _where(self._of)
-        why = f" ({at[3]})" if at is not None and at[3] else ""
-        return NotData(f"{_type(self._of)} has no field {self._name}{why}")
+    def _value(self) -> Any:
+        """The attribute used as a value: the product's failure when it is not data."""
+        found = self._got()
+        if type(found) is Remote and _at(found)[3]:
+            raise NotData(f"{_at(self._of)[2]}.{self._name} is not data ({_at(found)[3]})")
+        return found
 
 
 def _through(name: str) -> Callable[..., Any]:
-    def apply(self: Method, *args: object) -> Any:
+    def apply(self: Attribute, *args: object) -> Any:
         return getattr(operator, name)(self._value(), *args)
 
     return apply
 
 
 def _reflected(name: str) -> Callable[..., Any]:
-    def apply(self: Method, other: object) -> Any:
+    def apply(self: Attribute, other: object) -> Any:
         return getattr(operator, name)(other, self._value())
 
     return apply
 
 
-# A property used as a value is that value: read it, then do what was asked of it (which a product
-# value refuses in its turn). One the product does not have is the product's failure.
-for _dunder in (
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "add",
-    "sub",
-    "mul",
-    "truediv",
-    "floordiv",
-    "mod",
-    "pow",
-    "contains",
-):
-    setattr(Method, f"__{_dunder}__", _through(_dunder))
+# An attribute used as a value is that value: read it, then do what was asked of it (which a product
+# value refuses in its turn).
+for _dunder in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(Attribute, f"__{_dunder}__", _through(_dunder))
 for _dunder in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
-    setattr(Method, f"__r{_dunder}__", _reflected(_dunder))
-Method.__neg__ = lambda self: -self._value()  # type: ignore[assignment]
-Method.__pos__ = lambda self: +self._value()  # type: ignore[assignment]
-Method.__abs__ = lambda self: abs(self._value())  # type: ignore[assignment]
-Method.__bool__ = lambda self: bool(self._value())  # type: ignore[assignment]
-Method.__hash__ = lambda self: hash(self._value())  # type: ignore[assignment]
-Method.__iter__ = lambda self: iter(self._value())  # type: ignore[assignment]
-Method.__len__ = lambda self: len(self._value())  # type: ignore[assignment]
-Method.__int__ = lambda self: int(self._value())  # type: ignore[assignment]
-Method.__index__ = lambda self: operator.index(self._value())  # type: ignore[assignment]
-Method.__float__ = lambda self: float(self._value())  # type: ignore[assignment]
-Method.__round__ = lambda self, *n: round(self._value(), *n)  # type: ignore[assignment]
-Method.__reversed__ = lambda self: reversed(self._value())  # type: ignore[assignment]
-Method.__str__ = lambda self: str(self._value())  # type: ignore[assignment]
-Method.__format__ = lambda self, spec: format(self._value(), spec)  # type: ignore[assignment]
+    setattr(Attribute, f"__r{_dunder}__", _reflected(_dunder))
+Attribute.__contains__ = lambda self, item: item in self._value()  # type: ignore[assignment]
+Attribute.__neg__ = lambda self: -self._value()  # type: ignore[assignment]
+Attribute.__pos__ = lambda self: +self._value()  # type: ignore[assignment]
+Attribute.__abs__ = lambda self: abs(self._value())  # type: ignore[assignment]
+Attribute.__bool__ = lambda self: bool(self._value())  # type: ignore[assignment]
+Attribute.__hash__ = lambda self: hash(self._value())  # type: ignore[assignment]
+Attribute.__iter__ = lambda self: iter(self._value())  # type: ignore[assignment]
+Attribute.__len__ = lambda self: len(self._value())  # type: ignore[assignment]
+Attribute.__int__ = lambda self: int(self._value())  # type: ignore[assignment]
+Attribute.__index__ = lambda self: operator.index(self._value())  # type: ignore[assignment]
+Attribute.__float__ = lambda self: float(self._value())  # type: ignore[assignment]
+Attribute.__round__ = lambda self, *n: round(self._value(), *n)  # type: ignore[assignment]
+Attribute.__reversed__ = lambda self: reversed(self._value())  # type: ignore[assignment]
+Attribute.__str__ = lambda self: str(self._value())  # type: ignore[assignment]
+Attribute.__format__ = lambda self, spec: format(self._value(), spec)  # type: ignore[assignment]
 
 
 class Name(_Refusing):
     """`product.pkg.module.function`: a name the child imports, called like the function."""
 
-    __slots__ = ("_name", "__dict__")
+    __slots__ = ("_name",)
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -440,7 +320,9 @@ class Name(_Refusing):
         return f"<product {self._name}>"
 
     def __getattr__(self, name: str) -> Name:
-        return _named(self, f"{self._name}.{name}", name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Name(f"{self._name}.{name}")
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"m": self._name}, args, kwargs)
@@ -449,61 +331,46 @@ class Name(_Refusing):
 class Product:
     """The `product` a predicate is given: `product.<top-level name>...` names a product callable."""
 
-    __slots__ = ("__dict__",)
+    __slots__ = ()
 
     def __getattr__(self, name: str) -> Name:
-        return _named(self, name, name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Name(name)
 
     def __repr__(self) -> str:
         return "<product>"
-
-
-_NAMES_KEPT = [0]  # how many names are kept as attributes, across all of them: a bounded number
-
-
-def _named(owner: Union[Name, Product], full: str, name: str) -> Name:
-    """The Name `full`, kept as `owner`'s attribute so that the next `product.pkg.function` of every
-    record is read without a Python call (names a predicate builds from data: up to a bound)."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    found = Name(full)
-    if _NAMES_KEPT[0] < 4096:
-        _NAMES_KEPT[0] += 1
-        owner.__dict__[name] = found
-    return found
 
 
 PRODUCT = Product()
 
 
 def plain(value: Any) -> Any:
-    """A product value's data as the parent's own plain values, to compare whole (without recursion: as
-    deep as the answer)."""
-    if isinstance(value, Method):
-        return plain(value._value())
+    """A product value's data as the parent's own plain values (dicts and lists), to compare whole
+    (without recursion: as deep as the answer)."""
+    if isinstance(value, Attribute):
+        value = value._value()
+    if type(value) not in (Remote, list, tuple):
+        return value
     made: dict[int, object] = {}
-    whole_read = False  # a whole value read (`_unanswered`), told once
     walking: set[int] = set()
     pending: list[tuple[object, bool]] = [(value, False)]
     while pending:
         node, walked = pending.pop()
         if type(node) is not Remote and type(node) is not list and type(node) is not tuple:
             continue
-        if type(node) is Remote and not whole_read:
-            _unanswered(WHOLE)
-            whole_read = True
         key = id(node)
         if walked:
             walking.discard(key)
-            made[key] = _plain_one(node, made)
+            made[key] = _plain_one(node, made)  # type: ignore[arg-type]
         elif key not in made:
             if key in walking:
                 raise OracleError("plain() of a product value that holds itself (a cycle the predicate made)")
             walking.add(key)
             pending.append((node, True))
             items = fields_of(node).values() if type(node) is Remote else node  # type: ignore[arg-type]
-            pending += [(item, False) for item in items]
-    return made.get(id(value), value) if type(value) in (Remote, list, tuple) else value
+            pending += [(item, False) for item in items]  # type: ignore[union-attr]
+    return made[id(value)]
 
 
 def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict[int, object]) -> object:
@@ -512,15 +379,13 @@ def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict
     def plain_part(item: object) -> object:
         if type(item) in (Remote, list, tuple):
             return made[id(item)]
-        return plain(item) if isinstance(item, Method) else item
+        return plain(item) if isinstance(item, Attribute) else item
 
     if type(node) is not Remote:
         return [plain_part(item) for item in node]
-    at = _where(node)  # type: ignore[arg-type]
-    if at is not None and at[3]:
-        raise NotData(f"{_type(node)} is not data ({at[3]})")  # type: ignore[arg-type]
-    if at is not None and at[5] is not FIELDS:
-        return at[5]
+    why = _at(node)[3]  # type: ignore[arg-type]
+    if why:
+        raise NotData(f"{_at(node)[2]} is not data ({why})")  # type: ignore[arg-type]
     return {key: plain_part(item) for key, item in fields_of(node).items()}  # type: ignore[arg-type]
 
 
@@ -534,38 +399,33 @@ def refused(call: Callable[[], object], *names: str) -> bool:
     return False
 
 
+# --- calls and answers -------------------------------------------------------------------------------------
+
 _REF_KEY = json.dumps(REF).encode()  # how a reference's key reads in an encoded call
-_REFS_MADE = [0]  # references `_encode_ref` has made: any other "\u0000ref" in a call is data that would read as one
 
 
 def _encode_ref(value: object) -> object:
+    if isinstance(value, Attribute):
+        value = value._value()
+        if type(value) is not Remote:
+            return value
     if isinstance(value, Remote):
-        _REFS_MADE[0] += 1
+        _current().references += 1
         return {REF: _ref(value)}
-    if isinstance(value, Method):
-        found = value._value()
-        if isinstance(found, Remote):
-            _REFS_MADE[0] += 1
-            return {REF: _ref(found)}
-        return found
     if isinstance(value, Name):
         raise OracleError(f"{value!r} passed as an argument: pass what it returns")
     raise TypeError(f"a {type(value).__name__} is not data")
 
 
-_TARGETS: dict[str, bytes] = {}  # a module name's encoded target, made once
-
-
-# json.dumps with `_encode_ref` as its default, no NaN, no spaces, UTF-8 as it is: the C encoder made once
-# and called directly (JSONEncoder.encode makes one per call), without looking for cycles (a dict entry per
-# container): a cyclic argument is nested too deeply (RecursionError), and the encoder keeps no state.
+# json.dumps with `_encode_ref` as its default, no NaN, no spaces, ASCII: the C encoder made once and called
+# directly, without looking for cycles (a cyclic argument is nested too deeply: RecursionError).
 _chunks: Callable[[object, int], Sequence[str]] = (
-    c_make_encoder(None, _encode_ref, encode_basestring, None, ":", ",", False, False, False)
+    c_make_encoder(None, _encode_ref, encode_basestring_ascii, None, ":", ",", False, False, False)
     if c_make_encoder is not None
     else lambda value, _: [
-        json.JSONEncoder(
-            default=_encode_ref, allow_nan=False, check_circular=False, separators=(",", ":"), ensure_ascii=False
-        ).encode(value)
+        json.JSONEncoder(default=_encode_ref, allow_nan=False, check_circular=False, separators=(",", ":")).encode(
+            value
+        )
     ]
 )
 
@@ -574,32 +434,13 @@ def _dump(value: object) -> bytes:
     return "".join(_chunks(value, 0)).encode()
 
 
-def _head(target: dict[str, object]) -> bytes:
-    """The call's target as JSON bytes (a callable's name: encoded once)."""
-    name = target.get("m")
-    if type(name) is not str:
-        return _dump(target)
-    head = _TARGETS.get(name)
-    if head is None:
-        head = _dump(target)
-        if len(_TARGETS) < 4096:
-            _TARGETS[name] = head
-    return head
-
-
-def _encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
-    """The call as JSON bytes, each argument as it is now (a record the predicate changed crosses changed)."""
-    made = _REFS_MADE[0]
-    encoded = (
-        b"["
-        + _head(target)
-        + b",["
-        + b",".join(map(_dump, args))
-        + b"],{"
-        + b",".join(_dump(key) + b":" + _dump(value) for key, value in kwargs.items())
-        + b"}]"
-    )
-    made = _REFS_MADE[0] - made
+def encode_call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
+    """The call as JSON bytes, each argument as it is now (a record the predicate changed crosses changed).
+    Data that the child would read as a reference (an object whose only key is the protocol's) is not data."""
+    run = _current()
+    made = run.references
+    encoded = _dump([target, list(args), kwargs])
+    made = run.references - made
     if encoded.count(_REF_KEY) != made and _references(encoded) != made:  # parsed only when the text shows one
         raise ValueError(f"it holds the key {_REF_KEY.decode()}, which the protocol keeps for a product value")
     return encoded
@@ -617,269 +458,155 @@ def _references(encoded: bytes) -> int:
     return found[0]
 
 
-Opening = tuple[CodeType, int]  # a predicate's code, and the offset of its opening call in it
-
-
-def opening(predicate: object) -> Optional[Opening]:
-    """Where the predicate makes its opening call, when the first thing its code does is call the product
-    on its record (`product.pkg.function(record)`): (its code, the call's offset). Nothing of the
-    predicate's own has run by then, so the record is still exactly what it was given. None for any other
-    shape, or a Python whose bytecode reads otherwise."""
-    if type(predicate) is not FunctionType:  # a wrapper's __code__ need not be what its call runs first
-        return None
-    code = predicate.__code__
-    if code.co_argcount < 2 or code.co_flags & _NOT_PLAIN:
-        return None
-    record_name, product_name = code.co_varnames[:2]
-    steps = [(i.opname, i.argval, i.offset) for i in dis.get_instructions(code)]
-    if len(steps) < 4 or steps[0][:2] != ("LOAD_FAST", product_name):
-        return None
-    at = 1
-    while at < len(steps) and steps[at][0] == "LOAD_ATTR":
-        at += 1
-    if at + 2 >= len(steps) or steps[at][0] != "LOAD_METHOD":  # CPython's `a.b(x)`
-        return None
-    if steps[at + 1][:2] != ("LOAD_FAST", record_name) or steps[at + 2][:2] != ("CALL_METHOD", 1):
-        return None
-    return code, steps[at + 2][2]
-
-
-# A generator's or a coroutine's code runs later than its call
-_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
-
-
-def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
-    session = Session.current
-    if session is None:
-        raise OracleError("a product call outside a predicate's run")
-    at = session.opening
-    if (
-        at is not None
-        and session.position == 0
-        and len(args) == 1
-        and args[0] is session.record
-        and not kwargs
-        and (frame := sys._getframe(2)).f_code is at[0]  # _call <- Name.__call__ <- the predicate
-        and frame.f_lasti == at[1]
-    ):
-        # The opening call on the record as given: it crosses as the world's own bytes, exactly those the
-        # call sent ahead holds, without encoding the record again.
-        return session.call(b"[" + _head(target) + b",[" + session.raw + b"],{}]")
-    try:
-        encoded = _encode_call(target, args, kwargs)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
-    return session.call(encoded)
-
-
 def _describe(target: dict[str, object]) -> str:
     ((kind, value),) = target.items()
     if kind == "m":
         return str(value)
     if kind == "op":
         return f"the operator {value}"
-    if kind == "p":
-        return "a product value's properties"
-    return "a product value's method" if value[2] else "a product value"  # type: ignore[index]
+    return "a product value's attribute" if len(value) == 3 else "a product value"  # type: ignore[arg-type]
 
 
-Home = tuple[int, int, str]  # where the child holds an answer: scope, handle, its class name
-# ("value", the decoded value, its home: None for a number or text) or ("raised" / "unresolved", its
-# arguments, None)
-Answer = tuple[str, object, Optional[Home]]
-# A part of an answer, as `Session.held` finds it: (the part, its answer's home, its holder's, the step from it)
-Held = tuple[object, Home, Optional[tuple[Any, ...]], Union[str, int, None]]
+def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
+    """One product call: sent to the child of the current run, answered before the predicate goes on."""
+    run = _current()
+    try:
+        encoded = encode_call(target, args, kwargs)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
+    try:
+        payload = run.child.ask(run.scope, encoded)
+    except Exception as failed:  # noqa: BLE001 - the child failed (channel.ChildFailed): the run stops
+        run.failed = failed
+        raise _Stopped from None
+    try:
+        return decode(run.scope, payload)
+    except protocol.ProtocolError as exc:
+        run.failed = run.child.broke(str(exc))
+        raise _Stopped from None
 
 
-def decode(scope: int, answer: list[object]) -> Answer:
-    """One answer (parsed with `part` as its object hook, its shape checked by protocol.parse_answers) as
-    the predicate will get it: a number or text as it is (handle -1), a list as a tuple of its parts, an
-    object (or a value that crossed as text, such as a Fraction) as a Remote."""
+def _part(fields: dict[str, object]) -> Remote:
+    """An object of an answer, as it is parsed: a Remote whose attributes are its fields, a list among them
+    a tuple of its parts (set through the slots' own descriptors: a Remote refuses assignment)."""
+    for key, item in fields.items():
+        if type(item) is list:
+            fields[key] = _tuple(item)
+    value = _new(Remote)
+    _set_fields(value, fields)
+    _parsed.objects.append(value)
+    return value
+
+
+_parsed = threading.local()  # `.objects`: the Remotes of the answer being parsed, in the order they closed
+
+
+def _tuple(top: list[object]) -> tuple[object, ...]:
+    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
+    if list not in map(type, top):
+        return tuple(top)
+    order, pending = [], [top]
+    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
+        items = pending.pop()
+        order.append(items)
+        pending += [item for item in items if type(item) is list]
+    made: dict[int, tuple[object, ...]] = {}
+    for items in reversed(order):
+        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
+    return made[id(top)]
+
+
+def decode(scope: int, payload: bytes) -> Any:
+    """One answer as the predicate gets it: a number or text as it is, a list as a tuple of its parts, an
+    object as a Remote (each object inside it too, numbered from the answer's first handle in the order it
+    closed, as the child kept them); the product's exception raised as ProductRaised."""
+    _parsed.objects = []
+    answer = protocol.parse_answer(payload, _part)
     kind = answer[0]
     if kind == "v":
-        _, handle, type_name, data, own = answer
-        if handle == -1:
-            return "value", data, None
-        home = (scope, handle, type_name)
-        if type(data) is list:
-            return "value", _tuple(data), home  # type: ignore[arg-type]
-        fields = data if type(data) is Remote else None
-        data = FIELDS if fields is not None else data
-        return "value", _answer(scope, handle, type_name, fields, "", own, data), home  # type: ignore[arg-type]
+        _, first, type_name, data = answer
+        objects = _parsed.objects
+        for handle, value in enumerate(objects, first):
+            _set_at(value, (scope, handle, "product value", ""))
+        if type(data) is Remote:
+            _set_at(data, (scope, first + len(objects) - 1, type_name, ""))
+        return _tuple(data) if type(data) is list else data
     if kind == "o":
         _, handle, type_name, why = answer
-        home = (scope, handle, type_name)
-        return "value", _answer(scope, handle, type_name, None, str(why), None, None), home  # type: ignore[arg-type]
-    if kind == "x":
-        return "raised", (tuple(answer[1]), answer[2], answer[3]), None  # type: ignore[arg-type]
-    return "unresolved", answer[1], None
-
-
-class Session:
-    """One record's run of a predicate: its calls so far with their answers, replayed in order. The first
-    entry may be speculative (the call the property's predicate made first on every record so far, sent
-    before the predicate ran): if the predicate makes another call, that answer is dropped, not an error."""
-
-    current: Optional[Session] = None
-    __slots__ = (
-        "log",
-        "position",
-        "pending",
-        "speculative",
-        "properties",
-        "record",
-        "raw",
-        "opening",
-        "projection",
-        "missed",
-        "_held",
-        "_held_upto",
-    )
-
-    def __init__(self) -> None:
-        self.log: list[tuple[bytes, Answer]] = []
-        self.position = 0
-        self.pending: Optional[bytes] = None
-        self.speculative = False
-        self.properties: dict[str, object] = {}  # this run's: each object's properties, asked for once
-        # The names its answers cross with (None: whole answers), and the first name a run read that they
-        # may not hold (WHOLE: a whole value), after which its answers are whole
-        self.projection: Optional[frozenset[str]] = None
-        self.missed: Optional[str] = None
-        # This run's record (the object the predicate was given, and its bytes) and the predicate's opening
-        self.record: object = None
-        self.raw = b""
-        self.opening: Optional[Opening] = None
-        # The parts of its answers by id, and the last entry of the log they were taken from (`held`)
-        self._held: dict[int, Held] = {}
-        self._held_upto: Optional[tuple[bytes, Answer]] = None
-
-    def held(self) -> dict[int, Held]:
-        """Each part of this run's answers that the child holds, by id, with the way to it from its answer
-        (`_locate`). Each answer is walked once, as it comes: a predicate that passes back each of an
-        answer's N parts walked the answer for each, on each of its N runs."""
-        log, upto = self.log, self._held_upto
-        done = next((n for n in range(len(log), 0, -1) if log[n - 1] is upto), 0)
-        if done == 0:  # none taken yet, or the log was cleared since (`upto` is held here: no new entry is it)
-            self._held = {}
-        for _, (_, answer, home) in log[done:]:
-            if home is not None:
-                _hold(self._held, answer, home)
-                at = _where(answer) if type(answer) is Remote else None
-                if at is not None:
-                    _hold(self._held, at[4], home)  # a property's value: the child reads it by name too
-        self._held_upto = log[-1] if log else None
-        return self._held
-
-    def replay(self) -> Any:
-        """The answer to the call at this position, as the product gave it."""
-        sent, (kind, value, _) = self.log[self.position]
-        self.position += 1
-        if kind == "value":
-            return value
-        if kind == "raised":
-            raise ProductRaised(*value)  # type: ignore[misc]
-        raise OracleError(f"the call {sent[:200]!r} does not resolve in the product: {value}")
-
-    def call(self, encoded: bytes) -> Any:
-        if self.position == len(self.log):
-            self.pending = encoded
-            raise _NeedAnswer
-        sent = self.log[self.position][0]
-        if sent != encoded:
-            if self.speculative and self.position == 0:  # the guess was wrong: ask for this call instead
-                self.log.clear()
-                self.speculative = False
-                self.pending = encoded
-                raise _NeedAnswer
-            raise OracleError(
-                "the predicate is not deterministic: on a rerun with the same answers it made "
-                f"another call ({encoded[:120]!r}, not {sent[:120]!r})"
-            )
-        return self.replay()
-
-
-MAX_NAMES = 256  # names a property's predicate may read of its answers before they cross whole
-
-
-def reads(
-    predicate: Callable[[object, Product], object],
-    raw: bytes,
-    done: Session,
-    verdict: Optional[Verdict],
-    at: Optional[Opening],
-    known: frozenset[str] = frozenset(),
-) -> Optional[frozenset[str]]:
-    """The names the predicate reads of its answers on a record it has judged on whole answers (`done`,
-    to `verdict`), with those `known` already (WHOLE among them once it reads a whole value): it runs
-    again here, on copies of those answers that hold only the names found so far, until a run reads
-    nothing they lack. No call reaches the child. None when that run's verdict is not `verdict` (it read
-    them some way the runner does not see), or it makes a call the whole run did not, or reads more than
-    MAX_NAMES."""
-    if done.projection is not None or verdict is None:
-        return None
-    names = set(known)
-    while len(names) <= MAX_NAMES:
-        trial = Session()
-        trial.projection = frozenset(names) | SHADOWED  # as the child will send them
-        try:
-            trial.log = [(sent, _projected(answer, trial.projection)) for sent, answer in done.log]
-        except RecursionError:
-            return None
-        found = _judge(predicate, raw, trial, UNPARSED, at)
-        if trial.missed is None:
-            return frozenset(names) if found == verdict else None
-        names.add(trial.missed)
-    return None
-
-
-def _projected(answer: Answer, names: frozenset[str]) -> Answer:
-    """The answer as the child sends it projected to `names`: each object with only the fields those
-    name, at every depth (all of them when WHOLE is among them), and an answer with only the properties
-    they name."""
-    kind, value, home = answer
-    if kind != "value" or (type(value) is not Remote and type(value) is not tuple):
-        return answer
-    fields = names if WHOLE not in names else None
-    copy = _project(value, fields)
-    at = _where(value) if type(value) is Remote else None
-    if at is not None:
-        own = None
-        if at[4] is not None:
-            own = _new(Remote)
-            _set_fields(own, {key: _project(item, fields) for key, item in fields_of(at[4]).items() if key in names})
-        _set_at(copy, (*at[:4], own, at[5]))
-    return kind, copy, home
-
-
-def _project(value: object, names: Optional[frozenset[str]]) -> Any:
-    """A copy of a part of an answer with only the fields `names` names (all: None; RecursionError as
-    deep as the parse went: the caller reads whole answers then)."""
-    if type(value) is tuple:
-        return tuple([_project(item, names) for item in value])
-    if type(value) is not Remote:
+        value = _new(Remote)
+        _set_fields(value, {})
+        _set_at(value, (scope, handle, type_name, why or "not data"))
         return value
-    copy = _new(Remote)
-    fields = fields_of(value).items()
-    _set_fields(copy, {key: _project(item, names) for key, item in fields if names is None or key in names})
-    return copy
+    if kind == "x":
+        raise ProductRaised(tuple(answer[1]), answer[2], answer[3])
+    raise OracleError(f"the call does not resolve in the product: {answer[1]}")
+
+
+# --- a record's judgement ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """One record's verdict: held, violated (with why), or the oracle's error (its code and why)."""
+class Judgement:
+    """One record's judgement: it holds, it is violated (with why), or the oracle failed (its code, why)."""
 
-    held: bool
+    holds: bool
     detail: str = ""
     error: str = ""  # a reasons.Code value: the property cannot be judged
 
 
-HELD = Verdict(True)
-UNPARSED = object()
+HOLDS = Judgement(True)
 PREDICATE_ERROR, HANDLE_MISUSED, ARTIFACT_MALFORMED = "predicate-error", "handle-misused", "artifact-malformed"
 
 
-MAX_DEPTH = 256  # a record's nesting: far enough below Python's recursion limit for every parse of it
+def judge(predicate: Callable[[object, Product], object], raw: bytes, child: Child, scope: int) -> Judgement:
+    """The record's judgement, top to bottom:
+
+    1. a record nested deeper than MAX_DEPTH, or that is not JSON, is malformed (the oracle's artifact);
+    2. the predicate runs once on the parsed record, as ordinary Python; each product call it makes goes to
+       `child` in `scope` and is answered before it goes on;
+    3. a child that failed meanwhile fails the replay (`failed` is raised), whatever the predicate did;
+    4. True holds and False violates; the product's failure (it raised, or answered other than the data
+       the predicate read) violates; any other failure is the predicate's own, the oracle's error.
+    """
+    if too_deep(raw):  # before any parse: how deep the parser goes depends on the stack it runs on
+        return Judgement(False, f"the record is nested deeper than {MAX_DEPTH}", ARTIFACT_MALFORMED)
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return Judgement(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
+    run = _running.run = Run(child, scope)
+    try:
+        judged = _run(predicate, record)
+    finally:
+        _running.run = None
+    if run.failed is not None:
+        raise run.failed
+    return judged
+
+
+def _run(predicate: Callable[[object, Product], object], record: object) -> Judgement:
+    try:
+        returned = predicate(record, PRODUCT)
+    except _Stopped:
+        return HOLDS  # never used: the child's failure is raised instead
+    except ProductFailure as exc:
+        return Judgement(False, _detail(_message(exc, exc.describe)))
+    except HandleMisused as exc:
+        return Judgement(False, _detail(_message(exc)), HANDLE_MISUSED)
+    except OracleError as exc:
+        return Judgement(False, _detail(_message(exc)), PREDICATE_ERROR)
+    except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
+        said = f"the predicate raised {type(exc).__name__}: {_message(exc)}{_own_frame(exc)}"
+        return Judgement(False, _detail(said), PREDICATE_ERROR)
+    if returned is True:
+        return HOLDS
+    if returned is False:
+        return Judgement(False, "predicate returned False")
+    return Judgement(False, f"the predicate returned a {type(returned).__name__}, not a bool", PREDICATE_ERROR)
+
+
+def _detail(text: str) -> str:
+    return from_os(text)[:MAX_DETAIL]
 
 
 def too_deep(raw: bytes) -> bool:
@@ -891,11 +618,6 @@ def too_deep(raw: bytes) -> bool:
         text = raw.decode(json.detect_encoding(raw), "surrogatepass")
     except (UnicodeDecodeError, LookupError):
         return False  # not text: json.loads says so
-    return text_too_deep(text)
-
-
-def text_too_deep(text: str) -> bool:
-    """`too_deep` of a record's text."""
     return protocol.nested_deeper(text, MAX_DEPTH)
 
 
@@ -912,84 +634,3 @@ def _own_frame(exc: BaseException) -> str:
     # No source lines: reading them would open the sandbox's files, which the child may have replaced.
     frames = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
     return f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
-
-
-def run(
-    predicate: Callable[[object, Product], object],
-    raw: bytes,
-    session: Session,
-    record: object = UNPARSED,
-    at: Optional[Opening] = None,
-) -> Optional[Verdict]:
-    """The predicate's run on one record: its verdict, or None when it waits for an answer (`pending`).
-    `record`: the record already parsed (with its batch), used once: a predicate may mutate its record,
-    so every later run parses it afresh. `at`: the predicate's `opening`. A run that reads what its
-    answers may not hold (`_Unanswered`) starts again at once on whole answers, from its first call."""
-    if too_deep(raw):
-        # refused before any parse: how deep the parser can go depends on the stack it is called from,
-        # which differs between a first run and a rerun
-        return Verdict(False, f"the record is nested deeper than {MAX_DEPTH}", ARTIFACT_MALFORMED)
-    verdict = _judge(predicate, raw, session, record, at)
-    if session.missed is not None and session.projection is not None:
-        session.projection = None
-        session.log.clear()
-        session.speculative = False
-        verdict = _judge(predicate, raw, session, UNPARSED, at)
-    return verdict
-
-
-def _judge(
-    predicate: Callable[[object, Product], object],
-    raw: bytes,
-    session: Session,
-    record: object,
-    at: Optional[Opening],
-) -> Optional[Verdict]:
-    if record is UNPARSED:
-        try:
-            record = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return Verdict(False, f"the record is not JSON: {exc}"[:MAX_DETAIL], ARTIFACT_MALFORMED)
-    session.position, session.pending, session.record, session.raw = 0, None, record, raw
-    session.opening = at
-    session.properties.clear()
-    Session.current = session
-    try:
-        verdict = predicate(record, PRODUCT)
-    except (_NeedAnswer, _Unanswered):
-        return None
-    except ProductFailure as exc:
-        Session.current = None
-        if session.pending is not None:
-            return None
-        return Verdict(False, from_os(_message(exc, exc.describe))[:MAX_DETAIL])  # type: ignore[attr-defined]
-    except HandleMisused as exc:
-        Session.current = None
-        return (
-            None if session.pending is not None else Verdict(False, from_os(_message(exc))[:MAX_DETAIL], HANDLE_MISUSED)
-        )
-    except OracleError as exc:
-        Session.current = None
-        return (
-            None
-            if session.pending is not None
-            else Verdict(False, from_os(_message(exc))[:MAX_DETAIL], PREDICATE_ERROR)
-        )
-    except Exception as exc:  # noqa: BLE001 - the predicate's own failure: the oracle's, reported
-        Session.current = None  # its message may hold a product value: shown without asking the child
-        if session.pending is not None:
-            return None
-        return Verdict(
-            False,
-            from_os(f"the predicate raised {type(exc).__name__}: {_message(exc)}{_own_frame(exc)}")[:MAX_DETAIL],
-            PREDICATE_ERROR,
-        )
-    finally:
-        Session.current = None
-    if session.pending is not None:  # it swallowed _NeedAnswer (a bare except): its answer is still owed
-        return None
-    if verdict is True:
-        return HELD
-    if verdict is False:
-        return Verdict(False, "predicate returned False")
-    return Verdict(False, f"the predicate returned a {type(verdict).__name__}, not a bool", PREDICATE_ERROR)

@@ -1,6 +1,7 @@
 """The replay runner's parent: judges each sampled property over every record of its bound, with the
 product's code in child processes it never shares (`epoch_gate.runner.child`; `Child.children` of them,
-side by side, which take the batches in turn).
+side by side: record n of a bound goes to child n mod children, and each child gets its records in
+world order, one at a time).
 
 The parent reads the world and imports the predicates (oracle code, from the sandbox under the oracle's
 names only) before it starts the child; then the sandbox leaves its import path (`close_imports`). Each
@@ -17,16 +18,15 @@ fails: the property is then an `error`. Stdlib only, so it runs in a bare sandbo
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
-import gc
+import functools
 import importlib
 import inspect
-import itertools
 import json
 import shutil
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,19 +39,14 @@ from epoch_gate.evidence.manifest import Manifest
 from epoch_gate.evidence.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
-from epoch_gate.runner import judging, protocol
-from epoch_gate.runner.channel import Channel, ChildFailed, Fate, Holding, close_all, guard_parent
+from epoch_gate.runner import judging
+from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 
 Predicate = Callable[[object, judging.Product], object]
-Batch = list[tuple[int, bytes]]  # (line number, exact record bytes)
-IN_FLIGHT = 2  # batches sent and not yet answered: the child always has the next one to work on
-# Each batch's answers are thousands of small containers that live until the batch is judged: at
-# Python's default thresholds the cyclic collector ran every 700 of them and tripled the cost of
-# reading an answer (bench/replay_split.py). Nothing the runner builds is cyclic.
-GC_THRESHOLDS = (100_000, 50, 100)
+Record = tuple[int, int, bytes]  # (index among its bound's records from 1, line number, exact record bytes)
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,8 @@ class Child:
     """Where the child runs and what it may import: the sandbox (its cwd) under the product's
     `sandbox_names`, after the standard library, then `child_path` folders (third-party code). The
     parent's predicates import from the sandbox under `oracle_names` only. `jail`, when set, starts the
-    child in a jail of its own; `limits` bound its process tree either way."""
+    child in a jail of its own; `limits` bound its process tree either way. `children` serve the product
+    side by side, each in its own jail: record n of a bound goes to child n mod `children`."""
 
     sandbox: Path
     sandbox_names: tuple[str, ...] = ()
@@ -67,259 +63,67 @@ class Child:
     oracle_names: tuple[str, ...] = ()
     jail: Optional[ChildJail] = None
     limits: Limits = Limits()
-    batch: int = 512  # records per batch of calls: few enough to overlap the two processes, many per syscall
-    # Children that serve the product side by side, each in its own jail (a product slower than its judge
-    # then takes more cores than one); `limits` bound each, and its resident memory and processes count
-    # all of them together.
     children: int = 1
 
 
-class _Speculation:
-    """A property's first call, when its predicate has opened with the same callable on the record alone on
-    every record so far (`f(record)`, the common shape): later batches send it before the predicate runs,
-    so that the predicate runs once per record instead of twice."""
-
-    def __init__(self) -> None:
-        self.head: Optional[bytes] = None  # the call's target, encoded: a callable the product names
-        self.off = False
-
-    def calls(self, batch: Batch, exact: list[bool]) -> Optional[list[bytes]]:
-        """The batch's calls sent ahead, or None. Only a record that may cross as its own bytes has one,
-        so a batch holding another is run first (its bytes never reach the child: a record with a byte
-        order mark, or the reference key)."""
-        if self.off or self.head is None or not all(exact):
-            return None
-        head = b"[" + self.head + b",["
-        return [head + raw + b"],{}]" for _, raw in batch]
-
-    def learn(self, run: _BatchRun) -> None:
-        if self.head is not None and all(session.speculative for session in run.sessions):
-            return  # every record's first call was the one sent ahead (or it made none)
-        for (_, raw), session, exact in zip(run.batch, run.sessions, run.exact):
-            if not exact:
-                continue  # its call is encoded, whatever the predicate's shape: it says nothing of it
-            first = session.log[0][0] if session.log else b""
-            suffix = b",[" + raw + b"],{}]"
-            head = first[1 : len(first) - len(suffix)] if first.startswith(b"[") and first.endswith(suffix) else None
-            if head is None or (self.head is not None and head != self.head):
-                self.off = True
-                return
-            if self.head is None:
-                try:
-                    target = json.loads(head)
-                except ValueError:
-                    target = None
-                if type(target) is not dict or type(target.get("m")) is not str:
-                    self.off = True
-                    return
-                self.head = head
+def _records(world: LoadedWorld, bound: str, lane: int, lanes: int) -> Iterator[Record]:
+    """The bound's records that go to child `lane` of `lanes`, in world order."""
+    offset = 0  # records before the batch
+    for batch in record_batches(world, bound, 4096):
+        for n in range((lane - offset) % lanes, len(batch), lanes):
+            line, raw = batch[n]
+            yield offset + n + 1, line, raw
+        offset += len(batch)
 
 
-MAX_NAMES_TEXT = 1 << 16  # characters of the names a property's answers cross with (each batch sends them)
+@dataclass
+class _Lane:
+    """What one child's share of a property's records came to: how many were judged, each violation
+    (index, line, witness, why), and the first record on which the predicate itself failed."""
+
+    judged: int = 0
+    violations: list[tuple[int, int, bytes, str]] = dataclasses.field(default_factory=list)
+    failed: Optional[tuple[int, judging.Judgement]] = None
 
 
-class _Projection:
-    """The names a property's answers cross with (`protocol.calls`): those its predicate has read on its
-    records so far (`judging.reads`), once it has judged a batch on whole answers: every field, but only
-    the properties read, once a predicate reads a whole value (`plain`, `vars`). Whole answers before
-    that, and for good when a run on the names read does not judge a record as its run on whole answers
-    did. A record that reads a name they lack runs again on whole answers (`judging.run`), and the names
-    are learned from every record judged on whole answers."""
-
-    def __init__(self) -> None:
-        self.names: protocol.Projection = None
-        self.learned: frozenset[str] = frozenset()
-        self.whole = False
-
-    def learn(self, run: _BatchRun) -> None:
-        if self.whole:
-            return
-        found = self.learned
-        for (_, raw), session, verdict, exact in zip(run.batch, run.sessions, run.verdicts, run.exact):
-            if session.projection is not None:
-                continue  # what it read, its answers held
-            # Judged on whole answers (its batch went before the names were learned, or it read more)
-            names = judging.reads(run.predicate, raw, session, verdict, run.opening if exact else None, found)
-            if names is None or sum(map(len, names)) > MAX_NAMES_TEXT:  # (reads bounds their number)
-                self.whole, self.names = True, None
-                return
-            found = names
-        self.learned, self.names = found, found | judging.SHADOWED
+def _judge_share(channel: Channel, predicate: Predicate, records: Iterable[Record]) -> _Lane:
+    """Each record in turn, on one child: a record is judged only once the one before it is (so the child
+    receives its records in world order, and each record's calls in the order the predicate makes them).
+    The share stops at the first record on which the predicate itself fails: the property is an error."""
+    lane = _Lane()
+    for index, line, raw in records:
+        judged = judging.judge(predicate, raw, channel, channel.take_scope())
+        lane.judged += 1
+        if judged.error:
+            lane.failed = (index, judged)
+            break
+        if not judged.holds:
+            lane.violations.append((index, line, raw, judged.detail))
+    return lane
 
 
-# Strict: a record with NaN, Infinity or a number no float holds is parsed by its run instead (json.loads,
-# as before), so that it never crosses as its own bytes (`_exactly`).
-_SCAN = json.JSONDecoder(parse_constant=protocol.refuse_constant, parse_float=protocol.finite).scan_once
+def _side_by_side(work: Sequence[Callable[[], _Lane]]) -> list[_Lane]:
+    """Each child's share at once, one thread a child (each waits on its own child, so that the children
+    work side by side); in order, whatever finishes first. A child's failure is raised once all stopped."""
+    if len(work) == 1:
+        return [work[0]()]
+    done: list[Optional[_Lane]] = [None] * len(work)
+    raised: list[BaseException] = []
 
+    def run(n: int) -> None:
+        try:
+            done[n] = work[n]()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent's own thread
+            raised.append(exc)
 
-def _exactly(line: str) -> bool:
-    """Whether a record's text may cross as its own bytes: the child, which parses its calls as UTF-8
-    JSON, then reads the very value the parent parsed, one the parent could encode itself (no lone
-    surrogate) and in which no object is a reference (the protocol's "\\u0000ref" key)."""
-    return "\\u0000" not in line and "\\ud" not in line and "\\uD" not in line
-
-
-def _parsed(batch: Batch) -> list[object]:
-    """Each record parsed for its first run, from one decoding of the whole batch (json.loads per record
-    costs more than the parse itself): the value that spans exactly the record's UTF-8 text, which may
-    then cross as its bytes, else UNPARSED (its run parses it with json.loads, which says why)."""
-    try:
-        lines = [b"\n".join([raw for _, raw in batch]).decode("utf-8")]
-    except UnicodeDecodeError:  # each record on its own: whether one is exact never depends on its batch
-        lines = [_text(raw) for _, raw in batch]
-    parsed: list[object] = []
-    for text in lines:
-        start = 0
-        for line in text.split("\n"):
-            end = start + len(line)
-            try:
-                value, stop = _SCAN(text, start)
-            except (StopIteration, ValueError, RecursionError):
-                value, stop = judging.UNPARSED, -1
-            # a record too deep never reaches the child
-            exact = stop == end and _exactly(line) and not judging.text_too_deep(line)
-            parsed.append(value if exact else judging.UNPARSED)
-            start = end + 1
-    return parsed
-
-
-def _text(raw: bytes) -> str:
-    """The record's UTF-8 text, or a text that parses as nothing."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "\ufffd"
-
-
-class _BatchRun:
-    """A batch of records judged by one predicate: run, send the calls it waits on, take the answers, run
-    again, until every record has its verdict."""
-
-    def __init__(
-        self,
-        predicate: Predicate,
-        opening: Optional[judging.Opening],
-        batch: Batch,
-        first: int,
-        scope: int,
-        channel: Channel,
-        names: protocol.Projection,
-    ) -> None:
-        self.predicate, self.opening, self.batch, self.first, self.scope = predicate, opening, batch, first, scope
-        self.channel = channel  # the child that holds the batch's answers: every call of the batch goes there
-        self.names = names  # what its answers cross with (a record that reads more runs on whole ones)
-        self.sessions = [judging.Session() for _ in batch]
-        for session in self.sessions:
-            session.projection = names
-        self.verdicts: list[Optional[judging.Verdict]] = [None] * len(batch)
-        self.waiting: list[int] = list(range(len(batch)))
-        self.parsed: Optional[list[object]] = _parsed(batch)  # each record for its first run; None once used
-        self.exact = [value is not judging.UNPARSED for value in self.parsed]  # may cross as its bytes
-        self.held = 0  # what its answers so far take of the judge's memory (`Holding`)
-
-    def start(self, speculation: _Speculation) -> list[bytes]:
-        """The first calls: the speculated ones, or those the predicate makes when run."""
-        calls = speculation.calls(self.batch, self.exact)
-        if calls is None:
-            return self.step()
-        for session, call in zip(self.sessions, calls):
-            session.pending, session.speculative = call, True
-        return calls
-
-    def step(self) -> list[bytes]:
-        """Runs every record still waiting; returns the calls they now wait on, in order."""
-        waiting, calls = [], []
-        run, predicate, batch, sessions, parsed = judging.run, self.predicate, self.batch, self.sessions, self.parsed
-        opening, exact = self.opening, self.exact
-        for index in self.waiting:
-            session = sessions[index]
-            record = judging.UNPARSED if parsed is None else parsed[index]
-            verdict = run(predicate, batch[index][1], session, record, opening if exact[index] else None)
-            if verdict is None:
-                waiting.append(index)
-                calls.append(session.pending)
-            else:
-                self.verdicts[index] = verdict
-        self.waiting, self.parsed = waiting, None
-        return calls  # type: ignore[return-value]
-
-    def send(self, calls: list[bytes]) -> None:
-        """The calls the waiting records wait on, to the batch's child (whole answers to those that read
-        more than the names)."""
-        sessions = self.sessions
-        whole = [] if self.names is None else [n for n, i in enumerate(self.waiting) if sessions[i].projection is None]
-        self.channel.send(self.scope, calls, self.names, whole)
-
-    def answer(self, answers: list[list[object]]) -> None:
-        for index, raw in zip(self.waiting, answers):
-            session = self.sessions[index]
-            session.log.append((session.pending, judging.decode(self.scope, raw)))  # type: ignore[arg-type]
-
-
-class _Scopes:
-    """Numbers the batches' scopes: each batch's product values live in the child until it is judged."""
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self) -> int:
-        self.next += 1
-        return self.next
-
-
-def _judge_batches(
-    channels: Sequence[Channel], predicate: Predicate, batches: Iterable[Batch], scopes: _Scopes
-) -> Iterator[_BatchRun]:
-    """Each batch's run once every record has its verdict, in no particular order. The batches go to the
-    children in turn (the same child for the same batch, whatever the timing), up to IN_FLIGHT each at a
-    time; answers are read in the order the batches went, which is the order each child answers its own."""
-    pending: collections.deque[_BatchRun] = collections.deque()
-    holding = Holding()  # every round's answers of every batch not yet judged
-    turn = itertools.cycle(channels)
-    speculation = _Speculation()
-    projection = _Projection()
-    opening = judging.opening(predicate)
-    first = 0
-    source = iter(batches)
-    exhausted = False
-    try:
-        while True:
-            while not exhausted and len(pending) < IN_FLIGHT * len(channels):
-                batch = next(source, None)
-                if batch is None:
-                    exhausted = True
-                    break
-                run = _BatchRun(predicate, opening, batch, first, scopes.take(), next(turn), projection.names)
-                first += len(batch)
-                calls = run.start(speculation)
-                if calls:
-                    run.send(calls)
-                    pending.append(run)
-                else:
-                    yield run
-            if not pending:
-                return
-            run = pending.popleft()
-            before = holding.held
-            run.answer(run.channel.receive(len(run.waiting), holding))
-            run.held += holding.held - before
-            calls = run.step()
-            if calls:
-                run.send(calls)
-                pending.append(run)
-            else:
-                run.channel.drop(run.scope)
-                speculation.learn(run)
-                projection.learn(run)
-                holding.held -= run.held  # its answers go with it: the caller keeps only its verdicts
-                yield run
-    finally:
-        # Stopped early (the predicate failed): the answers still owed are read, so that the channels
-        # stay in step for the next property.
-        while pending and channels[0].healthy():
-            run = pending.popleft()
-            run.channel.receive(len(run.waiting))
-            run.channel.drop(run.scope)
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(len(work))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if raised:
+        raise next((e for e in raised if isinstance(e, ChildFailed)), raised[0])
+    return done  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -332,53 +136,45 @@ class _Violation:
 
 
 class _OracleFailed(Exception):
-    def __init__(self, verdict: judging.Verdict, index: int) -> None:
+    def __init__(self, verdict: judging.Judgement, index: int) -> None:
         super().__init__(verdict.detail)
         self.code, self.detail = Code(verdict.error), f"record {index}: {verdict.detail}"
 
 
-def _violations(runs: Iterator[_BatchRun], channels: Sequence[Channel]) -> Iterator[_Violation]:
-    for run in runs:
-        if run.verdicts.count(judging.HELD) == len(run.verdicts):  # by identity first: the common case
-            continue
-        for offset, ((line, witness), verdict) in enumerate(zip(run.batch, run.verdicts), 1):
-            assert verdict is not None
-            if verdict.error:
-                raise _OracleFailed(verdict, run.first + offset)
-            if not verdict.held:
-                yield _Violation(run.first + offset, line, witness, verdict.detail, channels.index(run.channel))
-
-
 def _scan(
-    channels: Sequence[Channel], prop: Property, predicate: Predicate, world: LoadedWorld, size: int, scopes: _Scopes
+    channels: Sequence[Channel], prop: Property, predicate: Predicate, world: LoadedWorld
 ) -> tuple[int, list[_Violation], list[bool]]:
-    """(records judged, the violations in record order, whether each held when judged again)."""
-    counted: list[int] = []
-
-    def counting() -> Iterator[Batch]:
-        for batch in record_batches(world, prop.bound, size):
-            counted.append(len(batch))
-            yield batch
-
-    runs = _judge_batches(channels, predicate, counting(), scopes)
-    with contextlib.closing(runs):
-        violations = sorted(_violations(runs, channels), key=lambda v: v.index)
-    if not violations:
-        return sum(counted), [], []
-    held: dict[int, bool] = {}
-    for child, channel in enumerate(channels):  # each violation again in the child that answered for it
-        again = [(n, v) for n, v in enumerate(violations) if v.child == child]
-        batches = [[(v.line, v.witness) for _, v in again[i : i + size]] for i in range(0, len(again), size)]
-        reruns = _judge_batches([channel], predicate, batches, scopes)  # the parent's own copy of the bytes
-        with contextlib.closing(reruns):
-            for run in reruns:
-                for offset, verdict in enumerate(run.verdicts):
-                    assert verdict is not None
-                    number = again[run.first + offset][0]
-                    if verdict.error:
-                        raise _OracleFailed(verdict, violations[number].index)
-                    held[number] = verdict.held
-    return sum(counted), violations, [held[i] for i in range(len(violations))]
+    """(records judged, the violations in record order, whether each held when judged again). Each
+    violation is judged again by the child that answered for it, once every record has been judged."""
+    lanes = len(channels)
+    shares = _side_by_side(
+        [
+            functools.partial(_judge_share, channel, predicate, _records(world, prop.bound, n, lanes))
+            for n, channel in enumerate(channels)
+        ]
+    )
+    failures = [lane.failed for lane in shares if lane.failed is not None]
+    if failures:
+        index, verdict = min(failures, key=lambda failed: failed[0])
+        raise _OracleFailed(verdict, index)
+    violations = sorted(
+        (_Violation(index, line, raw, detail, n) for n, lane in enumerate(shares) for index, line, raw, detail in lane.violations),
+        key=lambda v: v.index,
+    )
+    again = _side_by_side(
+        [
+            functools.partial(
+                _judge_share, channel, predicate, [(v.index, v.line, v.witness) for v in violations if v.child == n]
+            )
+            for n, channel in enumerate(channels)
+        ]
+    )
+    failures = [lane.failed for lane in again if lane.failed is not None]
+    if failures:
+        index, verdict = min(failures, key=lambda failed: failed[0])
+        raise _OracleFailed(verdict, index)
+    violated_again = {index for lane in again for index, _, _, _ in lane.violations}
+    return sum(lane.judged for lane in shares), violations, [v.index not in violated_again for v in violations]
 
 
 def _error(prop: Property, code: Code, detail: str, count: int = 0) -> PropertyOutcome:
@@ -433,12 +229,10 @@ def replay_property(
     suite: str,
     epoch_id: str,
     max_witnesses: int,
-    batch: int,
-    scopes: _Scopes,
 ) -> tuple[PropertyOutcome, Observed]:
     try:
         channels[0].check()  # a failure of any child is every child's (`Fate`)
-        count, violations, reruns = _scan(channels, prop, predicate, world, batch, scopes)
+        count, violations, reruns = _scan(channels, prop, predicate, world)
     except ChildFailed as failed:
         return _error(prop, failed.code, failed.detail), []
     except _OracleFailed as failed:
@@ -529,20 +323,16 @@ def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
-def _set_up_product(channels: Sequence[Channel], scopes: _Scopes, setup: str) -> None:
+def _set_up_product(channels: Sequence[Channel], setup: str) -> None:
     """The product's own set-up (`module:function`, a framework's: Django's settings and tables), called
     once in each child before any property, as any product call is. It is product code, so its failure is
     the product's: the replay fails, naming it, and no property is judged."""
-    scope = scopes.take()
     call = json.dumps([{"m": setup.replace(":", ".")}, [], {}]).encode()
     for channel in channels:
-        channel.send(scope, [call])
-    for channel in channels:
-        (answer,) = channel.receive(1)
-        channel.drop(scope)
+        answer = json.loads(channel.ask(channel.take_scope(), call))
         if answer[0] == "x":
             types, message, traceback = answer[1:]
-            raised = f"{types[0]}: {message}" if types else message  # type: ignore[index]
+            raised = f"{types[0]}: {message}" if types else message
             raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} raised {raised}\n{traceback}")
         if answer[0] == "u":
             raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} does not resolve: {answer[1]}")
@@ -561,7 +351,6 @@ def run(
 ) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
-    gc.set_threshold(*GC_THRESHOLDS)
     loaded = load_world(world)
     digest = loaded.sha256()
     with oracle_imports(child.sandbox, child.oracle_names):
@@ -571,16 +360,19 @@ def run(
     guard_parent()
     fate = Fate()
     channels: list[Channel] = []
-    scopes = _Scopes()
     try:
         for _ in range(max(1, child.children)):
-            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate))
+            channels.append(
+                Channel(
+                    child.sandbox, product_names, child.child_path, child.jail, child.limits, fate, child.children
+                )
+            )
         if product_setup:
-            _set_up_product(channels, scopes, product_setup)
+            _set_up_product(channels, product_setup)
         results = [
             (predicate, [])
             if isinstance(predicate, PropertyOutcome)
-            else replay_property(channels, prop, predicate, loaded, suite, epoch_id, max_witnesses, child.batch, scopes)
+            else replay_property(channels, prop, predicate, loaded, suite, epoch_id, max_witnesses)
             for prop, predicate in zip(manifest.properties, predicates)
         ]
     except BaseException:

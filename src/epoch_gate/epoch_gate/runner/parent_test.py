@@ -100,7 +100,7 @@ def run(world: Path, out: Path, *names: str, product_setup: str = "") -> ReplayR
 def child(world: Path) -> replay.Child:
     """The sandbox beside the world: the predicates (the oracle) and the product, `replay_app`."""
     return replay.Child(
-        world.parent / "preds", ("replay_app",), oracle_names=("replay_preds", "mask_preds"), batch=4, children=2
+        world.parent / "preds", ("replay_app",), oracle_names=("replay_preds", "mask_preds"), children=2
     )
 
 
@@ -201,51 +201,7 @@ def test_a_flake_never_stops_the_scan_and_every_failure_is_counted(tmp_path: Pat
     assert result.world_sha256 == world_sha256(world)
 
 
-def _records(values: list[bytes]) -> replay.Batch:
-    return list(enumerate(values, 1))
-
-
-def test_a_batch_parses_once_and_each_record_is_exactly_its_own_value() -> None:
-    parsed = replay._parsed(
-        _records([b'{"id":1}', b' {"id":2}', b'{"id":3,"n":[1,2]}', b"[1", b"2]", b"3,4", b'{"s":"\xc3\xa9"}'])
-    )
-    # A record with space around it, or any record that is not one JSON value on its own (even when the
-    # three together would parse as three values), is left to json.loads, which says why.
-    assert parsed == [
-        {"id": 1},
-        judging.UNPARSED,
-        {"id": 3, "n": [1, 2]},
-        judging.UNPARSED,
-        judging.UNPARSED,
-        judging.UNPARSED,
-        {"s": "é"},
-    ]
-    # Not UTF-8: each record on its own, so that whether one is parsed here never depends on its batch
-    assert replay._parsed(_records([b'{"id":1}', b'{"s":"\xff"}'])) == [{"id": 1}, judging.UNPARSED]
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b'{"a":NaN}',
-        b'{"a":-Infinity}',
-        b'{"a":1e999}',  # no float holds it
-        b'{"s":"\\ud800"}',  # a lone surrogate, which the parent could not encode
-        b'{"s":"\\uD83D\\uDE00"}',  # a pair is left to json.loads too: it is read the same either way
-        b'{"x":{"\\u0000ref":[1,0,[]]}}',  # the protocol's reference key
-        b'\xef\xbb\xbf{"a":1}',  # a byte order mark, which json.loads skips and the child would not
-        b'{"s":"\xed\xa0\x80"}',  # a surrogate written as UTF-8 bytes
-        b"[" * 300 + b"]" * 300,  # nested deeper than a run reads: never sent ahead to the child
-    ],
-)
-def test_a_record_that_could_not_cross_as_its_own_bytes_is_left_to_json_loads(raw: bytes) -> None:
-    """Only a record the child reads as the very value the parent parsed, one the parent could encode
-    itself, may cross as its own bytes in the predicate's opening call: any other is parsed by its run, and
-    its call encodes it as any argument."""
-    assert replay._parsed(_records([b'{"id":1}', raw])) == [{"id": 1}, judging.UNPARSED]
-
-
-def test_a_record_the_batch_could_not_parse_is_judged_as_json_loads_reads_it(tmp_path: Path) -> None:
+def test_a_record_that_is_not_json_is_the_oracles_malformed_artifact(tmp_path: Path) -> None:
     world = tmp_path / "world"
     world.mkdir()
     (world / "payments.jsonl").write_bytes(b'{"id":1,"amount":1}\n {"id":2,"amount":2} \n[1\n')

@@ -1,24 +1,22 @@
 """The replay's protocol between the trusted parent (the judges) and the child that runs product code.
 
-The child is a server of product callables: it answers calls, and only with data. Frames, both ways: a
-kind byte, a 4-byte big-endian payload length, the payload (JSON, UTF-8).
-  parent -> child  C  "scope", then the projection, then each call: lines of JSON (JSON text never
-                      holds a raw newline). The projection is null (every answer whole) or
-                      [names, whole]: the answers cross with only the fields and properties `names`
-                      names, at every depth (every field when it holds WHOLE), except those of the
-                      calls whose indexes `whole` lists
-                   D  scope                   the scope's handles can go
-  child -> parent  A  [answer, ...]           exactly one answer per call of the batch, in order
-A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr.attr"} (imported by the child),
-{"h": [scope, handle, path]} (reached from an earlier answer), {"op": "add"} (an operator over args)
-or {"p": [scope, handle, path]} (that value's public properties, as an object of them).
-An argument that is an earlier answer, or a part of it, is {"\\u0000ref": [scope, handle, path]}.
+One call, one answer, in turn: the parent sends a call and reads its answer before it sends the next, so
+the child receives exactly the calls a predicate makes, each once, in the order it makes them. Frames,
+both ways: a kind byte, a 4-byte big-endian payload length, the payload (ASCII JSON).
+  parent -> child  C  "<scope>\\n" then the call      a scope is one run of a predicate on one record:
+                                                      when it changes, the child drops every value it
+                                                      kept for the scope before
+  child -> parent  A  the answer
+A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr"} (a name the child imports),
+{"h": [scope, handle]} (a value the child keeps), {"h": [scope, handle, name]} (that value's attribute
+`name`, called), {"a": [scope, handle, name]} (that value's attribute `name`, read) or {"op": "add"}
+(an operator over the arguments). An argument that is a value the child keeps is {"\\u0000ref":
+[scope, handle]}.
 An answer is one of
-  ["v", handle, type, data, properties]
-                              the product returned; `data` is its value as data (epoch_gate.runner.data)
-                              and `properties` an object's public properties ({} otherwise); handle -1:
-                              a number, text or None, its own value
-  ["o", handle, type, why]    the product returned something that is not data (a handle only)
+  ["v", first, type, data]    the product returned; `data` is the value as data (`epoch_gate.runner.data`)
+                              and each JSON object in it is a value the child keeps, numbered from
+                              `first` in the order its object closes (json's object_hook order)
+  ["o", handle, type, why]    the product returned something that is not data: a handle only
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
   ["u", why]                  the target or an argument does not resolve: the oracle's mistake
@@ -32,13 +30,14 @@ import json
 import math
 import re
 import struct
-from typing import Any, BinaryIO, Callable, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Optional
 
-CALLS, DROP, ANSWERS = b"C", b"D", b"A"
+CALL, ANSWER = b"C", b"A"
 REF = "\u0000ref"
 OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs")
 _HEADER = struct.Struct(">cI")
-MAX_PAYLOAD = 1 << 30
+MAX_PAYLOAD = 1 << 30  # a call: the parent's own, as large as a record
+MAX_ANSWER = 64 << 20  # an answer: the child says a larger value is not data; the parent reads a frame whole
 
 
 class ProtocolError(Exception):
@@ -66,41 +65,8 @@ def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes
     return kind, payload
 
 
-Projection = Optional[frozenset[str]]  # the names an answer crosses with; None: all of them
-# Among the names: every field crosses (a predicate that reads whole values), its properties only those named
-WHOLE = "\u0000whole"
-
-
-def calls(scope: int, encoded: list[bytes], names: Projection = None, whole: Sequence[int] = ()) -> bytes:
-    """A batch of calls, each already encoded as JSON by the parent, answered with `names` only (except
-    the calls at the indexes `whole`: all of them)."""
-    projection = b"null" if names is None else json.dumps([sorted(names), list(whole)]).encode()
-    return frame(CALLS, b"%d\n%s\n%s" % (scope, projection, b"\n".join(encoded)))
-
-
-def projections(line: bytes, count: int) -> list[Projection]:
-    """Each call's projection, from the projection line of a batch of `count` calls."""
-    try:
-        parsed = json.loads(line)
-    except (ValueError, RecursionError):
-        parsed = False
-    if parsed is None:
-        return [None] * count
-    if not (
-        type(parsed) is list
-        and len(parsed) == 2
-        and type(parsed[0]) is list
-        and all(type(name) is str for name in parsed[0])
-        and type(parsed[1]) is list
-        and all(type(index) is int for index in parsed[1])
-    ):
-        raise ProtocolError("a malformed projection")
-    names, whole = frozenset(parsed[0]), set(parsed[1])
-    return [None if index in whole else names for index in range(count)]
-
-
-def drop(scope: int) -> bytes:
-    return frame(DROP, b"%d" % scope)
+def call_frame(scope: int, call: bytes) -> bytes:
+    return frame(CALL, b"%d\n%s" % (scope, call))
 
 
 # A JSON string, or the rest of the text from an unclosed one (so that the scan stays linear)
@@ -120,18 +86,17 @@ def nested_deeper(text: str, limit: int) -> bool:
     return False
 
 
-# What the parent holds once it has parsed answers, at most, per part of their text (measured on CPython
+# What the parent holds once it has parsed an answer, at most, per part of its text (measured on CPython
 # 3.9 at its peak, while a list is still beside its tuple): an object (a dict and a Remote) or a list (and
 # its tuple), a text, an item or a field (a pointer, a number).
 PART_COST, TEXT_COST, ITEM_COST = 320, 56, 40
 
 
 def parsed_cost(payload: bytes) -> int:
-    """An estimate, erring high, of the bytes the parent holds once it has parsed `payload`: the product
-    shapes its answers, and a list of empty objects parses to some 40 times its text. The text is
-    counted twice (the decoded copy json.loads makes, and the strings parsed from it), at 4 bytes a
-    character once any is not ASCII (one beyond the BMP widens its whole string so)."""
-    width = 4 if not payload.isascii() or b"\\u" in payload else 1
+    """An estimate, erring high, of the bytes the parent holds once it has parsed `payload` (ASCII JSON
+    whose escapes may widen a string to 4 bytes a character): the product shapes its answers, and a list
+    of empty objects parses to some 40 times its text."""
+    width = 4 if b"\\u" in payload else 1
     parts = payload.count(b"{") + payload.count(b"[")
     items = payload.count(b",") + payload.count(b":")
     texts = payload.count(b'"') // 2
@@ -149,58 +114,53 @@ def finite(token: str) -> float:
     return value
 
 
-def loads(payload: bytes, object_hook: Callable[[dict[str, Any]], object]) -> object:
-    """JSON as the parent reads what the child says: finite numbers, plain values only; each object
-    through `object_hook`."""
-    try:
-        return json.loads(payload, parse_constant=refuse_constant, parse_float=finite, object_hook=object_hook)
-    except (ValueError, RecursionError) as exc:
-        raise ProtocolError(f"a payload that is not JSON ({type(exc).__name__})") from None
-
-
 def _is_int(value: object) -> bool:
-    return type(value) is int and value >= -1
+    return type(value) is int and value >= 0
 
 
-def parse_answers(
-    payload: bytes, count: int, object_hook: Callable[[dict[str, Any]], object], mapping: type
-) -> list[list[object]]:
-    """The child's answers to a batch of `count` calls, each checked for its shape, nothing more. Its
-    objects go through `object_hook`, which makes each a `mapping`."""
-    answers = loads(payload, object_hook)
-    if type(answers) is not list:
-        raise ProtocolError("answers that are not a list")
-    if len(answers) != count:
-        raise ProtocolError(f"{len(answers)} answers to {count} calls")
-    for answer in answers:
-        if (
-            type(answer) is not list
-            or not answer
-            or type(answer[0]) is not str
-            or answer[0] not in ("v", "o", "x", "u")
-        ):
-            raise ProtocolError("an answer of an unknown kind")
-        kind, rest = answer[0], answer[1:]
-        if kind == "v":
-            ok = (
-                len(rest) == 4
-                and _is_int(rest[0])
-                and type(rest[1]) is str
-                and type(rest[3]) is mapping
-                and (rest[0] != -1 or (type(rest[2]) is not mapping and type(rest[2]) is not list))
-            )  # a value without a handle is a scalar
-        elif kind == "o":
-            ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
-        elif kind == "x":
-            ok = (
-                len(rest) == 3
-                and type(rest[0]) is list
-                and all(type(t) is str for t in rest[0])
-                and type(rest[1]) is str
-                and type(rest[2]) is str
-            )
-        else:
-            ok = len(rest) == 1 and type(rest[0]) is str
-        if not ok:
-            raise ProtocolError(f"a malformed {kind!r} answer")
-    return answers  # type: ignore[return-value]
+def parse_answer(payload: bytes, make_object: Callable[[dict[str, Any]], object]) -> list[Any]:
+    """The child's answer to one call, checked for its shape, nothing more: plain JSON only (ASCII, finite
+    numbers, no key twice in an object). Each object of it goes through `make_object`, in the order it
+    closes."""
+    if not payload.isascii():
+        raise ProtocolError("an answer that is not ASCII JSON")
+
+    def pairs(items: list[tuple[str, Any]]) -> object:
+        fields = dict(items)
+        if len(fields) != len(items):
+            raise ProtocolError(f"an object with a key twice ({_first_repeated(items)!r})")
+        return make_object(fields)
+
+    try:
+        answer = json.loads(payload, parse_constant=refuse_constant, parse_float=finite, object_pairs_hook=pairs)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"an answer that is not JSON ({type(exc).__name__})") from None
+    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
+        raise ProtocolError("an answer of an unknown kind")
+    kind, rest = answer[0], answer[1:]
+    if kind == "v":
+        ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+    elif kind == "o":
+        ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
+    elif kind == "x":
+        ok = (
+            len(rest) == 3
+            and type(rest[0]) is list
+            and all(type(t) is str for t in rest[0])
+            and type(rest[1]) is str
+            and type(rest[2]) is str
+        )
+    else:
+        ok = len(rest) == 1 and type(rest[0]) is str
+    if not ok:
+        raise ProtocolError(f"a malformed {kind!r} answer")
+    return answer  # type: ignore[no-any-return]
+
+
+def _first_repeated(items: list[tuple[str, Any]]) -> str:
+    seen: set[str] = set()
+    for key, _ in items:
+        if key in seen:
+            return key[:80]
+        seen.add(key)
+    return ""
