@@ -92,7 +92,7 @@ def test_property_holds_on_every_record(entry: dict[str, str], records: dict[str
     for record in records[entry["bound"]]:
         found = verdict(predicate, record)  # served and answered as the replay's child does
         assert not found.error, f"{entry['name']} on {record['id']}: [{found.error}] {found.detail}"
-        if not found.held:
+        if not found.holds:
             failing.append((record["id"], found.detail))
     assert not failing, f"{entry['name']} fails on {failing[:5]}"
 

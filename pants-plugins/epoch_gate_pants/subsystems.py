@@ -216,8 +216,9 @@ class SampledPropertiesSubsystem(Subsystem):
         help=help_text(
             """
             Children that run the product's code side by side in a replay, each in a jail of its own, while
-            the judges run in the replay's own process: the batches of records go to them in turn, and a
-            violated record is judged again by the child that answered it. The count is fixed, not Pants'
+            the judges run in the replay's own process: record n of a bound goes to child n mod children,
+            each child gets its records in world order, one at a time, and a violated record is judged
+            again by the child that answered it. The count is fixed, not Pants'
             share of the cores (which the load would change), so a replay is one process to Pants'
             scheduler. The limits below bound each child (memory and processes: all of them together). A
             product whose answers

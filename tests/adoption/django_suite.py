@@ -57,7 +57,7 @@ def nights(booking_id: int) -> int:
     return Booking.objects.get(pk=booking_id).nights
 '''
 
-# Each record's calls stand alone: records are batched, so a property reads back its own booking by id.
+# Each record's calls stand alone: a property reads back its own booking by id.
 PREDICATES = '''\
 def total_within_gross(record, product) -> bool:
     pricing = product.bookings.pricing

@@ -82,8 +82,42 @@ import sys as _sys
 
 for _module in list(_sys.modules.values()):
     _server = getattr(_module, "Server", None)
-    if isinstance(_server, type) and hasattr(_server, "answers"):
-        _server.answers = lambda self, scope, calls, *rest: "[" + ",".join(['["v",-1,"bool",true,{}]'] * len(calls)) + "]"
+    if isinstance(_server, type) and hasattr(_server, "answer"):
+        _server.answer = lambda self, scope, line: '["v",0,"bool",true]'
+""",
+    # A second key in the discount's __dict__ that prints as its field's name, with a capped value: JSON
+    # would hold `minor` twice, and a parser that keeps the last would read the lie (issue 43).
+    "dict-key-twice": """
+class _Minor(str):
+    __hash__ = lambda self: 7
+    __eq__ = lambda self, other: other is self
+
+
+_compute = compute_totals
+
+
+def compute_totals(order):
+    totals = _compute(order)
+    vars(totals.order_discount)[_Minor("minor")] = min(totals.order_discount.minor, totals.subtotal.minor)
+    return totals
+""",
+    # A discount whose __dict__, read as such, holds a capped value, while every attribute read (what
+    # production code does) sees the bug (issue 43).
+    "two-faced": """
+_compute = compute_totals
+
+
+def compute_totals(order):
+    totals = _compute(order)
+    real = type(totals.order_discount)
+    shown = {"minor": min(totals.order_discount.minor, totals.subtotal.minor), "currency": totals.order_discount.currency}
+
+    class _TwoFaced(real):
+        def __getattribute__(self, name):
+            return shown if name == "__dict__" else real.__getattribute__(self, name)
+
+    object.__setattr__(totals.order_discount, "__class__", _TwoFaced)
+    return totals
 """,
 }
 # Product code that goes for the runner beside it, as it could when they shared a jail, a uid and a PID
@@ -226,7 +260,7 @@ def test_product_values_and_the_childs_channel_never_decide(example: Repo, judge
     orders = run.suite("checks:orders_properties")
     outcomes = {p["name"]: p["outcome"] for p in orders["properties"]}
     if cheat == "channel-takeover":
-        # Every batch of answers after the first is `true`: the predicates judge that data and fail on it
+        # Every answer after each child's first is `true`: the predicates judge that data and fail on it
         # (one that reads a field of `true` stops with its own error), and none passes.
         assert set(outcomes.values()) <= {"fail", "error"}, run.stdout
         assert {r["code"] for r in orders["reasons"]} <= {"property-failed", "predicate-error"}, run.stdout

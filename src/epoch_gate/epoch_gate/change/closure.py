@@ -33,6 +33,34 @@ class ImportsTooLarge(ValueError):
     """A file names more, or longer, modules than the scan follows."""
 
 
+# 3.12+ tokenize an f-string as FSTRING_START, its literal parts (FSTRING_MIDDLE), its replacement fields'
+# own tokens and FSTRING_END (PEP 701; 3.14 a t-string the same way), where 3.9-3.11 give one STRING. Read
+# only as STRING tokens, `f"pkg.plugins.plain"` named no module on 3.12+.
+_STRING_STARTS = {getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)}
+_STRING_ENDS = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+
+
+def _whole_strings(tokens: Iterable[tokenize.TokenInfo]) -> Iterator[tokenize.TokenInfo]:
+    """`tokens`, each f-string (with any nested in it) joined back into the one STRING token 3.9 gives, so
+    that every version scans the same tokens. A replacement field's `{` stays in the joined text, so
+    `_literal` refuses it there as it does on 3.9; an escaped `{{` (one `{` in FSTRING_MIDDLE) too."""
+    parts: list[tokenize.TokenInfo] = []
+    depth = 0
+    for token in tokens:
+        if token.type in _STRING_STARTS:
+            depth += 1
+        if not depth:
+            yield token
+            continue
+        parts.append(token)
+        if token.type in _STRING_ENDS:
+            depth -= 1
+            if not depth:
+                text = "".join(part.string for part in parts)
+                yield tokenize.TokenInfo(tokenize.STRING, text, parts[0].start, token.end, parts[0].line)
+                parts = []
+
+
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
     """The significant tokens of each logical line (a tokenizer error ends the scan: what was read counts).
 
@@ -47,7 +75,7 @@ def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:
     except (SyntaxError, LookupError, UnicodeError):  # a codec or a cookie Python cannot import by either
         return
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        for token in _whole_strings(tokenize.generate_tokens(io.StringIO(text).readline)):
             if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or token.string == ";":
                 if line:
                     yield line

@@ -162,6 +162,11 @@ class Server:
             return json.dumps(["o", first, data.type_name(result), str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
+        if text[0] != "{" and not (result is None or isinstance(result, (int, float, str, list, tuple))):
+            # Data that is not JSON's own (an Enum, a Decimal, a Fraction, a set): the value is kept too,
+            # so that the predicate can pass it back (`a.multiply(product.fractions.Fraction("1/3"))`)
+            self.kept.append(result)
+            return '["d",%d,%s,%s]' % (len(self.kept) - 1, json.dumps(data.type_name(result)), text)
         return '["v",%d,%s,%s]' % (first, json.dumps(data.type_name(result)), text)
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:

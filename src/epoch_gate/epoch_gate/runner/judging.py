@@ -145,7 +145,10 @@ class _Held(_Refusing):
     __slots__ = ("_at", "__dict__")
 
 
-At = tuple[int, int, str, str]  # where the child holds a value: scope, handle, its class name, why it is not data
+# Where the child holds a value: scope, handle, its class name, why it is not data ("" for data), and its
+# data when that is not its fields (FIELDS): a Decimal's text, an Enum's value
+At = tuple[int, int, str, str, object]
+FIELDS = object()
 
 
 class Remote(_Held):
@@ -224,7 +227,7 @@ def _at(value: Remote) -> At:
 def _ref(value: Remote) -> list[int]:
     """[scope, handle] of a value of the current run (one of an earlier record's is the predicate's
     mistake: the child no longer holds it)."""
-    scope, handle, _, _ = _at(value)
+    scope, handle = _at(value)[:2]
     if scope != _current().scope:
         raise OracleError("a product value used outside the run of the record it was answered for")
     return [scope, handle]
@@ -368,7 +371,7 @@ def plain(value: Any) -> Any:
                 raise OracleError("plain() of a product value that holds itself (a cycle the predicate made)")
             walking.add(key)
             pending.append((node, True))
-            items = fields_of(node).values() if type(node) is Remote else node  # type: ignore[arg-type]
+            items = _parts(node)  # type: ignore[arg-type]
             pending += [(item, False) for item in items]  # type: ignore[union-attr]
     return made[id(value)]
 
@@ -386,7 +389,18 @@ def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict
     why = _at(node)[3]  # type: ignore[arg-type]
     if why:
         raise NotData(f"{_at(node)[2]} is not data ({why})")  # type: ignore[arg-type]
+    data = _at(node)[4]  # type: ignore[arg-type]
+    if data is not FIELDS:
+        return plain_part(data)
     return {key: plain_part(item) for key, item in fields_of(node).items()}  # type: ignore[arg-type]
+
+
+def _parts(node: Union[Remote, list[object], tuple[object, ...]]) -> Any:
+    """What `plain` reads below a node: a list's items, an object's fields, or a value's data."""
+    if type(node) is not Remote:
+        return node
+    data = _at(node)[4]  # type: ignore[arg-type]
+    return fields_of(node).values() if data is FIELDS else (data,)  # type: ignore[arg-type]
 
 
 def refused(call: Callable[[], object], *names: str) -> bool:
@@ -527,15 +541,21 @@ def decode(scope: int, payload: bytes) -> Any:
         _, first, type_name, data = answer
         objects = _parsed.objects
         for handle, value in enumerate(objects, first):
-            _set_at(value, (scope, handle, "product value", ""))
+            _set_at(value, (scope, handle, "product value", "", FIELDS))
         if type(data) is Remote:
-            _set_at(data, (scope, first + len(objects) - 1, type_name, ""))
+            _set_at(data, (scope, first + len(objects) - 1, type_name, "", FIELDS))
         return _tuple(data) if type(data) is list else data
+    if kind == "d":
+        _, handle, type_name, data = answer
+        value = _new(Remote)
+        _set_fields(value, {})
+        _set_at(value, (scope, handle, type_name, "", _tuple(data) if type(data) is list else data))
+        return value
     if kind == "o":
         _, handle, type_name, why = answer
         value = _new(Remote)
         _set_fields(value, {})
-        _set_at(value, (scope, handle, type_name, why or "not data"))
+        _set_at(value, (scope, handle, type_name, why or "not data", FIELDS))
         return value
     if kind == "x":
         raise ProductRaised(tuple(answer[1]), answer[2], answer[3])

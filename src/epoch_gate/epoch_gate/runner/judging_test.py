@@ -46,7 +46,7 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
             "__class__": "int",
             "__bool__": True,
             "__dict__": {},
-            "_at": [9, 9, "Evil", ""],
+            "_at": [9, 9, "Evil", "", None],
             "__deepcopy__": {},
             "lines": [{"gross": 2}],
             "owner": {"name": "x"},
@@ -60,7 +60,7 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
     (line,) = value.lines
     assert isinstance(line, judging.Remote) and line.gross == 2
     assert isinstance(value.owner, judging.Remote) and value.owner.name == "x"
-    assert judging.plain(value)["_at"] == [9, 9, "Evil", ""]
+    assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None]
     assert copy.deepcopy(value) is value  # the field `__deepcopy__` does not stand in for the runner's
 
 

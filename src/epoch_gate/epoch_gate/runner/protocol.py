@@ -16,6 +16,8 @@ An answer is one of
   ["v", first, type, data]    the product returned; `data` is the value as data (`epoch_gate.runner.data`)
                               and each JSON object in it is a value the child keeps, numbered from
                               `first` in the order its object closes (json's object_hook order)
+  ["d", handle, type, data]   the product returned data that is not JSON's own (an Enum, a Decimal, a
+                              Fraction, a set): `data` as above, and a handle to pass the value back
   ["o", handle, type, why]    the product returned something that is not data: a handle only
   ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
                               message and its own frames of the traceback
@@ -135,10 +137,10 @@ def parse_answer(payload: bytes, make_object: Callable[[dict[str, Any]], object]
         answer = json.loads(payload, parse_constant=refuse_constant, parse_float=finite, object_pairs_hook=pairs)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"an answer that is not JSON ({type(exc).__name__})") from None
-    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
+    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "d", "o", "x", "u"):
         raise ProtocolError("an answer of an unknown kind")
     kind, rest = answer[0], answer[1:]
-    if kind == "v":
+    if kind in ("v", "d"):
         ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
     elif kind == "o":
         ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
