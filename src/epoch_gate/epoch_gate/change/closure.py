@@ -59,6 +59,7 @@ def _whole_strings(tokens: Iterable[tokenize.TokenInfo]) -> Iterator[tokenize.To
                 text = "".join(part.string for part in parts)
                 yield tokenize.TokenInfo(tokenize.STRING, text, parts[0].start, token.end, parts[0].line)
                 parts = []
+    yield from parts  # an f-string the tokenizer never closed (it raises first): hide none of its tokens
 
 
 def _statements(source: bytes) -> Iterator[list[tokenize.TokenInfo]]:

@@ -119,6 +119,19 @@ data = b"pkg.bytes"
     }
 
 
+def test_an_f_string_is_one_literal_on_every_version() -> None:
+    # 3.12+ tokenize an f-string in parts (PEP 701); the scan joins them back into the one token 3.9 reads.
+    source = b'''
+a = importlib.import_module("pkg." f"joined.f")
+b = f"{f'{x}'}" "pkg.nested"
+c = f"pkg.{{braces}}"
+d = f"""{
+    x
+}"""; import after
+'''
+    assert scan(source, "m", is_package=False) == ({"after"}, {"pkg.joined.f"})
+
+
 def test_bare_carriage_returns_end_lines_as_they_do_for_the_import_system() -> None:
     source = b"try:\r    from pkg.sub import fast\rexcept ImportError:\r    from pkg import slow\r"
     assert {"pkg.sub.fast", "pkg.slow"} <= imported(source, "prod.impl", is_package=False)

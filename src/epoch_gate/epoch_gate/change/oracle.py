@@ -310,11 +310,11 @@ def _parse_module(source: bytes, path: str) -> tuple[dict[str, str], list[str]]:
             str(result["error"]),
         )
     if "depth" in result:
-        depth = result["depth"]  # None: CPython (3.11+) refused to build a tree that deep
+        depth = result["depth"]  # None where CPython (3.11+) refused to build a tree that deep
+        how = f"{depth} levels" if depth is not None else "CPython refuses to build its syntax tree (RecursionError)"
         raise _malformed(
             path,
-            f"the predicate module's code nests more than {MAX_AST_DEPTH} levels deep: "
-            + (f"{depth} levels" if depth is not None else "CPython refuses to build its syntax tree (RecursionError)"),
+            f"the predicate module's code nests more than {MAX_AST_DEPTH} levels deep: {how}",
             f"depth {depth}" if depth is not None else f"depth > {MAX_AST_DEPTH}",
         )
     return dict(result["functions"]), list(result["rest"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 from epoch_gate.change.product_calls import module_candidates, old_shape_predicates, product_names
 
 SOURCE = b'''
-from epoch_gate.runner.judging import Product
+from epoch_gate.runner.api import Product
 
 def capture_le_authorized(record, product: Product) -> bool:
     payments, money = product.orders.payments, product.orders.money
