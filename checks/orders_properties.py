@@ -15,7 +15,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Mapping
 
-from epoch_gate.runner.judging import Product, plain, refused
+from epoch_gate.runner.api import Product, plain, refused
 
 Record = Mapping[str, Any]
 KEY = re.compile(r"^idem_[0-9a-f]{64}$")  # the documented key format, kept here rather than read from the product

@@ -4,7 +4,7 @@ Each predicate is `predicate(record, product) -> bool`: it takes a record of its
 drives the product through `product` (`product.inventory.ledger.ledger_from_record(record)`), which runs the
 product code in another process and answers with data, and returns a real bool. This module imports no
 product code: it reads the answers' fields, or compares their whole data with `plain`, and never compares
-or truth-tests a product value itself (`epoch_gate.runner.judging`). Where a law can be recomputed without
+or truth-tests a product value itself (`epoch_gate.runner.api`). Where a law can be recomputed without
 the product code, it is: a small independent model of the stock walks the record's requests and decides
 what must be accepted, so a predicate does not merely restate the code it checks. Refusals are probed too:
 "never reserves more than is available" is checked by asking for one unit more than the final balance
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from epoch_gate.runner.judging import Product, plain, refused
+from epoch_gate.runner.api import Product, plain, refused
 
 Record = Mapping[str, Any]
 # The ledger's operations by name (inventory.ledger.OPERATIONS maps each to inventory.stock's function of

@@ -45,7 +45,7 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
     )
     # The predicates import the runner's API and call the product by name: the closure starts from the
     # product modules the suite depends on in the trusted graph.
-    predicates = "from epoch_gate.runner.judging import refused\n" + PREDICATES
+    predicates = "from epoch_gate.runner.api import refused\n" + PREDICATES
     oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", predicates.encode())])])
     closure = rule_runner.request(
         CandidateClosure,

@@ -155,7 +155,7 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
 
 
 def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
-    """The predicates import the runner's API (`epoch_gate.runner.judging`): the runner's own copy serves
+    """The predicates import the runner's API (`epoch_gate.runner.api`): the runner's own copy serves
     them, so the files of the very package Pants loaded the runner from (its modules and their data) are
     not shipped again, nor refused as shadowing it. Any other file under its package name still is."""
     core = Path(epoch_gate_runner.__file__ or "").resolve().parent.parent.parent  # as runner.runner_files
@@ -385,12 +385,12 @@ async def _replay_process(
             "--oracle-names",
             ",".join(sources.oracle),
             *(f"--child-path={path}" for path in requirement_paths),
-            f"--children={max(1, options.children)}",  # in the argv, so in the cache key: a product that
+            f"--children={options.replay_children}",  # in the argv, so in the cache key: a product that
             # keeps state across records may answer otherwise with another count, never with another load
             *jail.child_arguments(options.child_limits),
         ],
         dict(HERMETIC_ENV),
-        options.child_limits.tasks(options.children),
+        options.child_limits.tasks(options.replay_children),
     )
     return Process(
         argv=argv,

@@ -10,7 +10,7 @@ from pants.util.strutil import help_text
 from epoch_gate.verdict.annotations import Style
 from epoch_gate.change.changed import DEFAULT_TRUSTED_REFS
 from epoch_gate.runner.isolation import FIXED_CLOCK_ISO, Mode
-from epoch_gate.runner.confine import Limits
+from epoch_gate.runner.confine import MAX_CHILDREN, Limits
 
 _LIMITS = Limits()
 
@@ -224,7 +224,7 @@ class SampledPropertiesSubsystem(Subsystem):
             product whose answers
             depend on state kept across records (a cache that flakes once per process, say) may answer
             otherwise with another count, so the count is part of the replay's cache key; 1 runs the
-            product in one child.
+            product in one child; at most 8 serve a replay.
             """
         ),
     )
@@ -265,6 +265,11 @@ class SampledPropertiesSubsystem(Subsystem):
         advanced=True,
         help="CPU seconds each process of the replay's product code may use: `replay-failed` beyond it.",
     )
+
+    @property
+    def replay_children(self) -> int:
+        """`children`, within what a replay takes (1 to `confine.MAX_CHILDREN`)."""
+        return min(max(1, self.children), MAX_CHILDREN)
 
     @property
     def child_limits(self) -> Limits:

@@ -2,9 +2,10 @@
 short list of core modules below, which it imports (`shipped_test` checks that list against its imports).
 
 - `main`: the entry point (`python -I -B -S -c BOOT replay ...`).
-- `parent`: reads the world, runs the predicates (oracle code) and writes the evidence.
-- `judging`: what a predicate holds of the product: names to call, answers as data, refusals.
-- `channel` and `protocol`: the parent's pipe to the child, and the frames on it.
+- `parent`: reads the world, runs the predicates (oracle code), one thread a child, and writes the evidence.
+- `judging`: a record's judgement (`judge`), and what a predicate holds of the product: names to call,
+  answers as data, refusals. `api` is what predicate authors import from it.
+- `channel` and `protocol`: the parent's pipe to the child (one call, one answer), and the frames on it.
 - `child` and `data`: the only process that runs product code, answering every call with data.
 - `confine`: the child's own jail, its resource limits, and the watch over its process tree.
 - `finder`: imports from the sandbox under declared names only.
@@ -33,4 +34,5 @@ SHIPPED_CORE = (
         )
     ),
 )
-ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child")
+# What runs in the replay's sandbox: the runner's two processes, and the API the predicates import
+ENTRY_POINTS = ("epoch_gate.runner.main", "epoch_gate.runner.child", "epoch_gate.runner.api")

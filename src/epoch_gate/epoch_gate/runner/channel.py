@@ -18,7 +18,7 @@ from typing import Iterable, Optional, Sequence
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
 from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
-from epoch_gate.runner.confine import ChildJail, Limits, Watch
+from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits, Watch
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
@@ -160,7 +160,6 @@ class Channel:
         jail: Optional[ChildJail] = None,
         limits: Limits = Limits(),
         fate: Optional[Fate] = None,
-        children: int = 1,
     ) -> None:
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
@@ -188,7 +187,7 @@ class Channel:
         self.scopes = 0  # the scopes taken so far: each run of a predicate on a record takes the next
         # What the judge holds of the current scope's answers (`protocol.parsed_cost`) and its bound: the
         # product shapes its answers, and the parent is under no limit of its own
-        self._scope, self._held, self._holds_at_most = 0, 0, limits.memory // max(1, children)
+        self._scope, self._held, self._holds_at_most = 0, 0, limits.memory // MAX_CHILDREN
 
     def take_scope(self) -> int:
         self.scopes += 1
@@ -315,8 +314,8 @@ class Channel:
             raise self.fail(
                 Code.REPLAY_FAILED,
                 f"the product's answers to one record's calls ({len(payload)} bytes the last) would take some "
-                f"{self._held + cost} bytes of the judge's memory: over {self._limits.address_space()}, "
-                "shared by the children",
+                f"{self._held + cost} bytes of the judge's memory: over 1/{MAX_CHILDREN} of "
+                f"{self._limits.address_space()}",
             )
         self._held += cost
 

@@ -31,10 +31,10 @@ while True:
     answer = {{
         "not JSON": b"[1",
         "an unknown answer": b'["held"]',
-        "a key twice": b'["v",0,"T",{{"amount":1,"amount":2}}]',
-        "not ASCII": '["v",0,"str","\u00e9"]'.encode(),
-        "a NaN": b'["v",0,"float",NaN]',
-    }}.get(mode, b'["v",0,"int",1]')
+        "a key twice": b'["v","T",{{"amount":1,"amount":2}}]',
+        "not ASCII": '["v","str","\u00e9"]'.encode(),
+        "a NaN": b'["v","float",NaN]',
+    }}.get(mode, b'["v","int",1]')
     sys.stdout.buffer.write(protocol.frame(protocol.ANSWER, answer))
     if mode == "unasked":  # an answer to a call the parent never made
         sys.stdout.buffer.write(protocol.frame(protocol.ANSWER, answer))

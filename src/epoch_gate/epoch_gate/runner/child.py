@@ -46,7 +46,6 @@ def unshipped_stub(name: str) -> bytes:
 # The folder the runner's package was loaded from (the sandbox's `__epoch_gate`): the child puts it on its path,
 # and a product traceback leaves out its frames.
 LOADED_FROM = str(Path(__file__).resolve().parent.parent.parent)
-_REF_TEXT = json.dumps(protocol.REF).encode()  # how a reference's key reads in a call's JSON
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
 
 
@@ -79,11 +78,14 @@ class Server:
         return self.kept[ref[1]]
 
     def _argument(self, raw: dict[str, object]) -> object:
-        """json.loads' object_hook: a reference becomes the value it names."""
-        if len(raw) == 1 and protocol.REF in raw:
+        """json.loads' object_hook: a reference becomes the value it names, a Decimal or a Fraction itself."""
+        if len(raw) == 1:
             try:
-                return self._handle(raw[protocol.REF])
-            except Unresolved as exc:
+                if protocol.REF in raw:
+                    return self._handle(raw[protocol.REF])
+                if protocol.DECIMAL in raw or protocol.FRACTION in raw:
+                    return protocol.tagged(*next(iter(raw.items())))
+            except (Unresolved, protocol.ProtocolError) as exc:
                 self.unresolved = self.unresolved or str(exc)
         return raw
 
@@ -91,7 +93,7 @@ class Server:
         self.unresolved = ""
         try:
             # The hook runs in Python for every object of the call: only when there is a reference to find.
-            call = json.loads(line, object_hook=self._argument) if _REF_TEXT in line else json.loads(line)
+            call = json.loads(line, object_hook=self._argument) if b'"\\u0000' in line else json.loads(line)
         except (ValueError, RecursionError):
             raise Unresolved("a call that is not JSON") from None
         if self.unresolved:
@@ -101,29 +103,28 @@ class Server:
         return call
 
     def _target(self, target: object) -> tuple[Callable[..., Any], bool]:
-        """What the call runs, and whether it is an attribute's read (which takes no arguments). An
-        attribute is looked up when the call runs, by ordinary attribute access: product code."""
+        """What the call runs, and whether it is a read (of an attribute, or a value again as data), which
+        takes no arguments. An attribute is looked up when the call runs, by ordinary attribute access:
+        product code."""
         if not (type(target) is dict and len(target) == 1):
             raise Unresolved("a malformed target")
         ((kind, value),) = target.items()
-        if kind in ("h", "a") and type(value) is list and len(value) in (2, 3):
-            held = self._handle(value[:2])
-            if len(value) == 2:
-                if kind == "a":
-                    raise Unresolved("an attribute's read that names no attribute")
-                found = held
-            elif type(value[2]) is not str:
-                raise Unresolved("a malformed attribute name")
-            elif kind == "a":
-                return (lambda: getattr(held, value[2])), True
-            else:
-                return (lambda *args, **kwargs: getattr(held, value[2])(*args, **kwargs)), False
+        if kind not in ("m", "h", "r", "a", "op"):
+            raise Unresolved(f"an unknown target {kind!r}")
+        if kind in ("h", "r") and type(value) is list and len(value) == 2:
+            held = self._handle(value)
+            if kind == "r":
+                return (lambda: held), True
+            found = held
+        elif kind == "a" and type(value) is list and len(value) == 3 and type(value[2]) is str:
+            held, name = self._handle(value[:2]), value[2]
+            return (lambda: getattr(held, name)), True
         elif kind == "m" and type(value) is str:
             found = self._named(value)
         elif kind == "op" and value in _OPERATORS:
             found = _OPERATORS[value]  # type: ignore[index]
         else:
-            raise Unresolved(f"an unknown target {kind!r}")
+            raise Unresolved("a malformed target")
         if not callable(found):
             raise Unresolved(f"{value} is a {type(found).__name__}, not callable")
         return found, False  # type: ignore[return-value]
@@ -138,7 +139,7 @@ class Server:
             call = self.read_call(line)
             function, read = self._target(call[0])  # type: ignore[index]
             if read and (call[1] or call[2]):  # type: ignore[index]
-                raise Unresolved("an attribute's read takes no arguments")
+                raise Unresolved("a read takes no arguments")
         except Unresolved as exc:  # the call names nothing, or is not one: the oracle's
             return json.dumps(["u", str(exc)[:500]])
         except MemoryError:
@@ -162,12 +163,7 @@ class Server:
             return json.dumps(["o", first, data.type_name(result), str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
-        if text[0] != "{" and not (result is None or isinstance(result, (int, float, str, list, tuple))):
-            # Data that is not JSON's own (an Enum, a Decimal, a Fraction, a set): the value is kept too,
-            # so that the predicate can pass it back (`a.multiply(product.fractions.Fraction("1/3"))`)
-            self.kept.append(result)
-            return '["d",%d,%s,%s]' % (len(self.kept) - 1, json.dumps(data.type_name(result)), text)
-        return '["v",%d,%s,%s]' % (first, json.dumps(data.type_name(result)), text)
+        return '["v",%s,%s]' % (json.dumps(data.type_name(result)), text)
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.

@@ -234,6 +234,15 @@ def test_a_property_is_read_only_when_a_predicate_reads_it(tmp_path: Path) -> No
     assert computed == 1, computed  # record 36's read, and no other
 
 
+BOX = """
+class Box:
+    def __init__(self, amount):
+        self.amount = amount
+def wrap(record):
+    return Box(record["amount"])
+"""
+
+
 @pytest.mark.parametrize(
     "use, says",
     [
@@ -255,11 +264,11 @@ def test_a_product_value_used_as_data_is_the_oracles_error(tmp_path: Path, use: 
             m = product.split_app.wrap(record)
             return bool({use})
     """,
-        "def wrap(record):\n    return {'amount': record['amount']}\n",
+        BOX,
     )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "handle-misused")
-    assert outcome.detail.startswith(f"record 1: <product dict> {says}"), outcome.detail
+    assert outcome.detail.startswith(f"record 1: <product Box> {says}"), outcome.detail
 
 
 def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> None:
@@ -272,17 +281,20 @@ def test_answers_that_are_not_the_data_read_fail_the_record(tmp_path: Path) -> N
             return product.split_app.opaque(record).amount >= 0
     """,
         """
+        class Paid:
+            def __init__(self, amount):
+                self.amount = amount
         def shaped(record):
-            return {"amount": record["amount"]} if record["id"] != 3 else {"total": 1}
+            return Paid(record["amount"]) if record["id"] != 3 else {"amount": 1}
         def opaque(record):
-            return (lambda: None) if record["id"] == 5 else {"amount": 1}
+            return (lambda: None) if record["id"] == 5 else Paid(1)
     """,
     )
     outcomes = replayed(world, prop("missing_field", "missing_field"), prop("not_data", "not_data"))
     assert (outcomes["missing_field"].outcome, outcomes["missing_field"].failures) == ("fail", 2)
     assert outcomes["missing_field"].first_failure == 3
-    # Not a field: read as production reads it, from the product's object, which has none
-    assert outcomes["missing_field"].detail == "the product raised AttributeError: 'dict' object has no attribute 'amount'"
+    # A dict read as an object: the product answered another shape
+    assert outcomes["missing_field"].detail == "the product's answer a dict, not an object with a field amount"
     assert (outcomes["not_data"].outcome, outcomes["not_data"].first_failure) == ("fail", 5)
     assert outcomes["not_data"].detail == (
         "the product raised AttributeError: 'function' object has no attribute 'amount'"
@@ -323,7 +335,7 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
         "    return product.split_app.amount(record) == abs(record['amount'])\n",
         """
         from epoch_gate.runner import child
-        child.Server.answer = lambda self, scope, line: '["v",0,"int",5]'
+        child.Server.answer = lambda self, scope, line: '["v","int",5]'
         def amount(record):
             return record["amount"]
     """,
@@ -658,9 +670,11 @@ def test_each_answer_is_the_value_as_its_call_returned_it(tmp_path: Path) -> Non
             return product.split_app.latest(record).id == record["id"]
     """,
         """
-        _LATEST = {"id": None}
+        class Latest:
+            id = None
+        _LATEST = Latest()
         def latest(record):
-            _LATEST["id"] = record["id"]
+            _LATEST.id = record["id"]
             return _LATEST
     """,
     )
@@ -694,7 +708,7 @@ def test_a_deeply_nested_answer_is_read_without_recursion(tmp_path: Path) -> Non
             deep = product.split_app.deep(record)
             for _ in range(380):
                 (deep,) = deep
-            return deep == () and product.split_app.amount(record) >= 0
+            return deep == [] and product.split_app.amount(record) >= 0
     """,
         """
         def deep(record):
@@ -751,7 +765,7 @@ def test_a_predicate_whose_message_holds_a_product_value_is_the_oracles_error(tm
             assert t.amount < 0, t
             return True
     """,
-        "def wrap(record):\n    return {'amount': record['amount']}\n",
+        BOX,
     )
     outcome = replayed(world, prop("positive"))["positive"]
     assert (outcome.outcome, outcome.error_code) == ("error", "predicate-error")
@@ -843,7 +857,8 @@ def test_each_property_of_an_answer_is_read_once(tmp_path: Path) -> None:
         (b'[{"m":"json.dumps"},[1],{}', "a call that is not JSON"),
         (b'[{"m":"json.dumps"},[1]]', "a malformed call"),
         (b'[{"h":[1,0]},[],{}]', "no value 0 in scope 1"),
-        (b'[{"a":[1,0]},[],{}]', "no value 0 in scope 1"),
+        (b'[{"a":[1,0]},[],{}]', "a malformed target"),
+        (b'[{"a":[1,0,"x"]},[1],{}]', "no value 0 in scope 1"),
         (b'[{"z":1},[],{}]', "an unknown target 'z'"),
         (b'[{"m":"json.dumps"},[{"\\u0000ref":[0,0]}],{}]', "no value 0 in scope 0"),
     ],
@@ -854,10 +869,10 @@ def test_a_call_the_child_cannot_read_is_the_oracles_not_the_products(call: byte
 
 def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
     server = Server()
-    made = b'[{"m":"collections.OrderedDict"},[],{"a":1}]'
-    assert json.loads(server.answer(1, made)) == ["v", 0, "OrderedDict", {"a": 1}]
-    assert json.loads(server.answer(1, b'[{"h":[1,0,"get"]},["a"],{}]')) == ["v", 1, "int", 1]
-    assert json.loads(server.answer(2, b'[{"h":[1,0,"get"]},["a"],{}]')) == [
+    made = b'[{"m":"types.SimpleNamespace"},[],{"a":1}]'
+    assert json.loads(server.answer(1, made)) == ["v", "SimpleNamespace", {"\u0000h": 0, "a": 1}]
+    assert json.loads(server.answer(1, b'[{"a":[1,0,"a"]},[],{}]')) == ["v", "int", 1]
+    assert json.loads(server.answer(2, b'[{"a":[1,0,"a"]},[],{}]')) == [
         "u",
         "no value 0 in scope 1",
     ]

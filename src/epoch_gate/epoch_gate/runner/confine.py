@@ -25,6 +25,9 @@ POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
 RUNNER_TASKS = 16  # the runner's own threads, with room to spare
 CHILD_TASKS = 8  # each child's bubblewrap, its init, the child and the runner's threads for it: 6, and room
+# Children a replay may have: a record's answers may take 1/MAX_CHILDREN of `Limits.memory` of the judge,
+# whatever the count, so that the count never decides whether a record's answers fit
+MAX_CHILDREN = 8
 KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to its own stderr
 
 

@@ -316,25 +316,25 @@ def test_the_childs_jail_mounts_only_what_it_is_given_and_no_proc() -> None:
 def test_answers_that_would_take_more_of_the_judges_memory_than_the_product_may_use_end_the_replay(
     tmp_path: Path,
 ) -> None:
-    # 198 KB of text, under every limit on an answer: some 36 MB once parsed, by the estimate.
+    # 297 KB of text, under every limit on an answer: some 44 MB once parsed, by the estimate.
     checks = "def judged(record, product):\n    return len(product.hog.empty_objects(99_000)) == 99_000\n"
-    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=32 * MiB), checks=checks)
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=256 * MiB), checks=checks)
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
     assert re.fullmatch(
         r"the product's answers to one record's calls \(\d+ bytes the last\) would take some \d+ bytes of the "
-        r"judge's memory: over its memory limit \(33554432 bytes of address space per process, "
-        r"\[property-replay\]\.child_memory_bytes\), shared by the children",
+        r"judge's memory: over 1/8 of its memory limit \(268435456 bytes of address space per process, "
+        r"\[property-replay\]\.child_memory_bytes\)",
         outcome.detail,
     ), outcome.detail
 
 
 def test_what_the_judge_holds_is_counted_over_every_call_of_a_record(tmp_path: Path) -> None:
-    # Each call's answer (some 18 MB by the estimate) is well under the limit; a record's five calls are not.
+    # Each call's answer (some 22 MB by the estimate) is under the record's share (1/8 of 512 MiB); five are not.
     checks = (
         "def judged(record, product):\n"
         "    return all(len(product.hog.empty_objects(50_000)) == 50_000 for _ in range(5))\n"
     )
-    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=64 * MiB), checks=checks)
+    outcome = replay(tmp_path, "empty_objects", dataclasses.replace(SMALL, memory=512 * MiB), checks=checks)
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
     held = re.fullmatch(r".* would take some (\d+) bytes of the judge's memory: .*", outcome.detail)
     assert held and int(held[1]) > 64 * MiB, outcome.detail

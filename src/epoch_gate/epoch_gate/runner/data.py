@@ -1,18 +1,18 @@
 """Inside the replay's child: a product value as data, and a product exception as text.
 
-`encode` reads a value as production code reads it and writes it as plain JSON. A number, a text, `None`
-and a bool are themselves (a subclass of `int`, `float` or `str` crosses as the built-in value, read
-without calling any method of the subclass); a list or a tuple is a JSON array (a subclass's items as its
-own iterator gives them); a dict is a JSON object of its entries whose key is exactly a `str`; an Enum is
-its `value`, a Decimal or a Fraction its exact text, a set its sorted items. Any other object with fields
-is a JSON object of them: the names come from the class's declaration (dataclass or attrs fields, public
-`__slots__`) or, for a plain class, from the instance's own public keys that are exactly a `str`, and
-each is read by ordinary attribute access, as production code reads it (never from `__dict__`'s values).
-Anything else (a function, a generator, a module, a NaN) is not data: as an answer the parent gets a
-handle it can call or pass back. A field, entry or item that is not data, or that raises when read, is
-left out of its object (a list holding one is not data), so what a predicate reads never depends on
-what it does not. Each JSON object written is a value the child keeps, in the order its object closes,
-so that the parent can pass it back or call its methods (`protocol`).
+`encode` reads a value as production code reads it and writes it as plain JSON (`protocol`). A number, a
+text, `None` and a bool are themselves (a subclass of `int`, `float` or `str` crosses as the built-in
+value, read without calling any method of the subclass); a list is a JSON array and a tuple, a set (of
+numbers and texts), a Decimal and a Fraction are tagged as such, so that the parent rebuilds each as its
+own value of the same type (a subclass's items as its own iteration gives them); a dict is a JSON object
+of its entries whose key is exactly a `str`; an Enum is its `value`. Any other object with fields is a
+product object: a JSON object of its handle (the child keeps it, to call or pass back) and its fields,
+whose names come from the class's declaration (dataclass or attrs fields, public `__slots__`) or, for a
+plain class, from the instance's own public keys that are exactly a `str`, each read by ordinary
+attribute access, as production code reads it (never from `__dict__`'s values). Anything else (a
+function, a generator, a module, a NaN) is not data: as an answer the parent gets a handle it can call
+or pass back. A field or entry that is not data, or that raises when read, is left out of its object (a
+list holding one is not data), so what a predicate reads never depends on what it does not.
 
 Whatever this module writes is only the product's word: the parent parses it as strict JSON and judges
 the values itself.
@@ -20,6 +20,7 @@ the values itself.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import enum
 import json
@@ -30,10 +31,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Optional
 
+from epoch_gate.runner.protocol import DECIMAL, FRACTION, HANDLE, MAX_DIGITS, SET, TUPLE
+
 MAX_DATA = 16 * 1024 * 1024  # characters of one text: a longer one is not data
 MAX_NESTING = 400  # how deep arrays and objects nest: deeper ones are not data
 MAX_WALKED = 100_000  # objects, lists and dicts read in one value before it is not data (a graph of cycles)
-MAX_DIGITS = 4300  # an int of more digits is not data (CPython 3.11+ will not write it, and 3.9 must agree)
 WALK_FRAMES = 2 * MAX_NESTING + 1000  # the recursion limit while a value is read: two frames a level
 MAX_TRACEBACK = 1500
 _TOO_LARGE_INT = 10**MAX_DIGITS
@@ -63,7 +65,7 @@ def _declared(cls: type) -> Optional[tuple[str, ...]]:
     else:
         _DECLARED[cls] = None
         return None
-    found = _DECLARED[cls] = tuple(name for name in names if type(name) is str)
+    found = _DECLARED[cls] = tuple(name for name in names if type(name) is str and not name.startswith("\0"))
     return found
 
 
@@ -72,7 +74,7 @@ def _slots(cls: type) -> tuple[str, ...]:
     for klass in reversed(cls.__mro__[:-1]):
         slots = vars(klass).get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
-            if type(name) is str and not name.startswith("_") and name not in names:
+            if type(name) is str and not name.startswith(("_", "\0")) and name not in names:
                 names.append(name)
     return tuple(names)
 
@@ -85,7 +87,7 @@ def _own_names(value: object) -> Optional[tuple[str, ...]]:
         return None
     if type(own) is not dict:
         return None
-    return tuple([name for name in own if type(name) is str and not name.startswith("_")])
+    return tuple([name for name in own if type(name) is str and not name.startswith(("_", "\0"))])
 
 
 def _is_object(value: object) -> bool:
@@ -126,9 +128,9 @@ class _Walk:
         if isinstance(value, float):
             return self.part(float.__float__(value), depth)
         if isinstance(value, Decimal):
-            return Decimal.__str__(value)
+            return {DECIMAL: Decimal.__str__(value)}
         if isinstance(value, Fraction):
-            return Fraction.__str__(value)
+            return {FRACTION: f"{int.__repr__(value.numerator)}/{int.__repr__(value.denominator)}"}
         if depth > MAX_NESTING:
             raise NotData(f"nested deeper than {MAX_NESTING}")
         if id(value) in self.path:
@@ -140,15 +142,23 @@ class _Walk:
         try:
             if isinstance(value, (list, tuple)):
                 items = value if cls is list or cls is tuple else self.product(lambda: list(value))
-                return [self.part(item, depth + 1) for item in items]
+                made = [self.part(item, depth + 1) for item in items]
+                return {TUPLE: made} if isinstance(value, tuple) else made
             if isinstance(value, (set, frozenset)):
-                return [self.part(item, depth + 1) for item in self.product(lambda: sorted(value))]
+                members = [self.part(item, depth + 1) for item in self.product(lambda: list(value))]
+                if not all(type(item) in (str, int, float, bool) for item in members):
+                    raise NotData(f"a {cls.__name__} of other than numbers and texts")
+                return {SET: sorted(members, key=lambda item: (type(item).__name__, item))}
             if isinstance(value, dict):
                 pairs = dict.items(value) if cls is dict else self.product(lambda: [(k, v) for k, v in value.items()])
-                return self.object(value, [(k, v) for k, v in pairs if type(k) is str], depth)
+                return self.entries([(k, v) for k, v in pairs if type(k) is str and not k.startswith("\0")], depth)
             if not _is_object(value):
                 raise NotData(f"a {cls.__name__}")
-            return self.object(value, self.fields(value), depth)
+            fields = self.entries(self.fields(value), depth)
+            made: dict[str, object] = {HANDLE: len(self.kept)}  # the handle first: the protocol's tag
+            made.update(fields)
+            self.kept.append(value)
+            return made
         finally:
             self.path.discard(id(value))
 
@@ -180,16 +190,16 @@ class _Walk:
                 continue
         return read_fields
 
-    def object(self, value: object, fields: Any, depth: int) -> dict[str, object]:
-        """A JSON object of the fields that are data; the value is kept once its object closes."""
+    def entries(self, pairs: list[tuple[str, Any]], depth: int) -> dict[str, object]:
+        """A JSON object of the entries that are data (a name read twice: the last read)."""
         made: dict[str, object] = {}
-        for name, item in fields:
+        for name, item in pairs:
             mark = len(self.kept)
             try:
                 made[name] = self.part(item, depth + 1)
             except (NotData, RecursionError):
+                made.pop(name, None)
                 del self.kept[mark:]  # what it kept is in no object the parent will see
-        self.kept.append(value)
         return made
 
 
@@ -223,8 +233,21 @@ def type_name(value: object) -> str:
 
 
 def type_names(exc: BaseException) -> list[str]:
-    """The exception's class and its bases by name, most derived first (up to BaseException)."""
-    return [cls.__name__ for cls in type(exc).__mro__ if cls is not object]
+    """The exception's class and its bases, most derived first (up to BaseException), each as
+    `module.qualname`: `builtins.Name` only for Python's own class of that name, so that a product's
+    `class ValueError(Exception)` is never taken for the built-in one."""
+    names = []
+    for cls in type(exc).__mro__:
+        if cls is object:
+            continue
+        name = type.__dict__["__name__"].__get__(cls)
+        if vars(builtins).get(name) is cls:
+            names.append(f"builtins.{name}")
+        else:
+            module = type.__dict__["__module__"].__get__(cls)
+            qualname = type.__dict__["__qualname__"].__get__(cls)
+            names.append(f"{module if type(module) is str else '?'}.{qualname}")
+    return names
 
 
 def message(exc: BaseException) -> str:

@@ -231,7 +231,7 @@ def test_verdicts_equal_the_in_process_reference_whatever_the_children(
     tmp_path = tmp_path_factory.mktemp("equiv")
     product = PRODUCT.replace("{STATE}", STATES[state]).replace("{BUG}", str(bug)).replace("{NOTE}", note)
     lines = [
-        json.dumps({"id": n % 3 if repeat_ids else n, "v": v}, separators=(",", ":")).encode()
+        json.dumps({"id": n % 3 if repeat_ids else n, "v": v, "n": n}, separators=(",", ":")).encode()
         for n, v in enumerate(values)
     ]
     world = _sandbox(tmp_path, product, PREDICATES, "equiv_checks", "equiv_app", lines)

@@ -3,13 +3,15 @@
 A predicate is `predicate(record, product) -> bool` and runs in the parent, which never imports product
 code, once per record, as ordinary Python. `product` names the product's callables:
 `product.orders.totals.totals_from_record(record)` asks the child to make that call, and the predicate
-waits for the answer (one call, one answer, in turn: `protocol`). A number or text comes back as it is,
-a list as a tuple of its parts, and an object as a `Remote`: its fields read as the parent's own plain
-values (`t.subtotal.minor` is an `int` parsed here); any other attribute is the product's, read or called
-in the child when the predicate uses it (`t.discount_total`, `m.allocate([1, 2])`), as are operators
-(`a + b`); and it can be passed back as an argument. A `Remote` itself is never compared, hashed,
-iterated, converted, truth-tested or turned into text: each of those raises `HandleMisused`, so no method
-of the product's ever decides anything (compare its fields, or `plain(value)`).
+waits for the answer (one call, one answer, in turn: `protocol`). Data comes back as the parent's own
+values of the same types (a number, a text, a list, a tuple, a dict, a Decimal...), and a product object
+as a `Remote`: its fields read as the parent's own values (`t.subtotal.minor` is an `int` parsed here),
+as the product's object held them when it was answered; once the predicate has made another call, each
+read asks the child again, as production code would read the object then. Any other attribute (a
+property, a class attribute, a method) is read from the product when the predicate reads it, operators
+(`a + b`) and methods are calls, and a Remote can be passed back as an argument. A `Remote` itself is
+never compared, hashed, iterated, converted, truth-tested or turned into text: each of those raises
+`HandleMisused`, so no method of the product's ever decides anything (compare its fields, or `plain`).
 
 The product's failures are the record's: an exception it raises surfaces in the predicate as
 `ProductRaised` (test an expected refusal with `refused`), and an uncaught one, or an answer that is not
@@ -18,11 +20,13 @@ the data the predicate reads, violates the record. The predicate's own errors ar
 
 from __future__ import annotations
 
+import builtins
 import json
-import operator
 import threading
 import traceback
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from types import MappingProxyType
 from typing import Any, Callable, Optional, Protocol, Sequence, Union
@@ -43,14 +47,30 @@ class ProductFailure(Exception):
 
 
 class ProductRaised(ProductFailure):
-    """A product call raised. `types`: its exception's class names, most derived first."""
+    """A product call raised. `types`: its exception's classes, most derived first, each `module.qualname`
+    (a built-in one `builtins.Name`)."""
 
     def __init__(self, types: tuple[str, ...], message: str, product_traceback: str) -> None:
-        super().__init__(f"{types[0] if types else 'an exception'}: {message}")
+        super().__init__(f"{types[0].rpartition('.')[2] if types else 'an exception'}: {message}")
         self.types, self.message, self.product_traceback = types, message, product_traceback
 
     def describe(self) -> str:
         return f"the product raised {self}\n{self.product_traceback}".rstrip()
+
+    def is_a(self, name: str) -> bool:
+        """Whether the exception is of the class `name`, bases included: `module.qualname`, or a bare name,
+        which is Python's own class of that name when there is one (a product's `class ValueError` is not
+        `ValueError`), else any of the product's classes of that name."""
+        if "." in name:
+            return name in self.types
+        if hasattr(builtins, name):
+            return f"builtins.{name}" in self.types
+        return any(found.rpartition(".")[2] == name for found in self.types)
+
+
+class ProductAttributeError(ProductRaised, AttributeError):
+    """The product raised AttributeError reading an attribute: `hasattr` and `getattr(value, name, default)`
+    in a predicate read it as production code does."""
 
 
 class NotData(ProductFailure):
@@ -84,12 +104,14 @@ class _Stopped(BaseException):
 
 class Run:
     """One record's run of a predicate: the child its calls go to, the scope its answers live in there,
+    the product objects answered since its last call (whose fields are still as the child holds them),
     the references the run has made (`_encode_ref`) and the child's failure, if any."""
 
-    __slots__ = ("child", "scope", "references", "failed")
+    __slots__ = ("child", "scope", "fresh", "references", "failed")
 
     def __init__(self, child: Child, scope: int) -> None:
         self.child, self.scope, self.references = child, scope, 0
+        self.fresh: list[Remote] = []
         self.failed: Optional[BaseException] = None
 
 
@@ -145,52 +167,48 @@ class _Held(_Refusing):
     __slots__ = ("_at", "__dict__")
 
 
-# Where the child holds a value: scope, handle, its class name, why it is not data ("" for data), and its
-# data when that is not its fields (FIELDS): a Decimal's text, an Enum's value
-At = tuple[int, int, str, str, object]
-FIELDS = object()
+# Where the child holds a product value: scope, handle, its class name, why it is not data ("" for data),
+# and whether its fields are as the child holds the object (no call since it was answered: `Run.fresh`)
+At = tuple[int, int, str, str, bool]
 
 
 class Remote(_Held):
-    """A value the product returned, or an object inside one: data to read, a handle to pass back or call.
+    """A product object the product returned, or one inside an answer: data to read, a handle to pass back
+    or call.
 
-    Its fields are its own attributes (a field read is Python's own attribute lookup, with no call of
-    ours); any other public attribute is an `Attribute`, the product's to read or call. `_at` (a slot,
-    which no field can shadow) says where the child holds it. It refuses assignment: a predicate reads
-    what the product answered."""
+    Its fields are its own attributes while it is fresh (a field read is Python's own attribute lookup,
+    with no call of ours); once the predicate has made another call, they are read from the child again,
+    one by one, as production code would read the object then. Any other attribute is read from the
+    product (`"a"`). It refuses assignment."""
 
     __slots__ = ()
 
     @property
     def __dict__(self) -> MappingProxyType[str, object]:  # type: ignore[override]
-        return MappingProxyType(fields_of(self))
+        return MappingProxyType(fields_of(_fresh(self)))
 
     def __repr__(self) -> str:
         return f"<product {_at(self)[2]}>"
 
-    def __getattr__(self, name: str) -> Any:  # only for a name that is not a field
+    def __getattr__(self, name: str) -> Any:  # a name that is not a field, or a field of a stale value
         if name.startswith("__"):
             raise AttributeError(name)
-        return Attribute(self, name)
+        return _call({"a": [*_ref(self), name]}, (), {})
 
-    def __getitem__(self, key: str) -> Any:
-        fields = fields_of(self)
-        if type(key) is not str or key not in fields:
-            why = _at(self)[3]
-            raise NotData(f"{_at(self)[2]} has no item {key!r}" + (f" ({why})" if why else ""))
-        return fields[key]
+    def __getitem__(self, key: object) -> Any:
+        return _call({"op": "getitem"}, (self, key), {})
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
         return _call({"h": _ref(self)}, args, kwargs)
 
     def __copy__(self) -> Remote:  # looked up on the class: no field can stand in for it
-        return self  # read-only: a copy would be the same value
+        return self
 
     # copy.deepcopy looks it up on the value itself, where a field would win over a method, not a property
     __deepcopy__ = property(lambda self: lambda memo: self)
 
     def __dir__(self) -> list[str]:
-        return sorted({*fields_of(self), *dir(type(self))})
+        return sorted({*fields_of(_fresh(self)), *dir(type(self))})
 
     def __setattr__(self, name: str, value: object) -> None:
         raise HandleMisused(f"{self!r} changed (.{name} =): a product value is read as it was answered")
@@ -233,82 +251,40 @@ def _ref(value: Remote) -> list[int]:
     return [scope, handle]
 
 
-class Attribute(_Refusing):
-    """`value.name` where the value's fields have no `name`: the product's attribute, called in the child
-    when the predicate calls it, or read there the first time the predicate uses it as a value (a
-    property, a class attribute, a method's result)."""
+def _fresh(value: Remote) -> Remote:
+    """The value with its fields as the child holds the object now: itself while fresh, else read again
+    (and kept as its fields, fresh until the next call: a second look reads the same parts)."""
+    at = _at(value)
+    if at[4] or at[3]:  # fresh, or not data (a handle has no fields)
+        return value
+    again: Remote = _call({"r": _ref(value)}, (), {})
+    _set_fields(value, fields_of(again))
+    _set_at(value, (*at[:4], True))
+    _current().fresh.append(value)
+    return value
 
-    __slots__ = ("_of", "_name", "_read")
 
-    def __init__(self, of: Remote, name: str) -> None:
-        self._of, self._name = of, name
+def _stale(run: Run) -> None:
+    """Before a call (product code, which may change any object the child holds): the fields of the
+    objects answered so far are no longer what the child holds; each read of them asks it again."""
+    for value in run.fresh:
+        scope, handle, type_name, why, _ = _at(value)
+        _set_at(value, (scope, handle, type_name, why, False))
+        _set_fields(value, {})
+    run.fresh = []
 
-    def __repr__(self) -> str:
-        return f"<product {_at(self._of)[2]}.{self._name}>"
 
-    def __call__(self, *args: object, **kwargs: object) -> Any:
-        return _call({"h": [*_ref(self._of), self._name]}, args, kwargs)
+class Entries(dict):  # type: ignore[type-arg]
+    """A dict the product returned: the parent's own, with its entries. Reading an attribute it has not,
+    or an entry it lacks, is the product's failure (it answered another shape), not the predicate's."""
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._got(), name)
+        raise NotData(f"a dict, not an object with a field {name}")
 
-    def __getitem__(self, key: object) -> Any:
-        return self._value()[key]
-
-    def _got(self) -> Any:
-        """The attribute as the product reads it (once per `value.name` the predicate wrote)."""
-        try:
-            return object.__getattribute__(self, "_read")
-        except AttributeError:
-            read = _call({"a": [*_ref(self._of), self._name]}, (), {})
-            object.__setattr__(self, "_read", read)
-            return read
-
-    def _value(self) -> Any:
-        """The attribute used as a value: the product's failure when it is not data."""
-        found = self._got()
-        if type(found) is Remote and _at(found)[3]:
-            raise NotData(f"{_at(self._of)[2]}.{self._name} is not data ({_at(found)[3]})")
-        return found
-
-
-def _through(name: str) -> Callable[..., Any]:
-    def apply(self: Attribute, *args: object) -> Any:
-        return getattr(operator, name)(self._value(), *args)
-
-    return apply
-
-
-def _reflected(name: str) -> Callable[..., Any]:
-    def apply(self: Attribute, other: object) -> Any:
-        return getattr(operator, name)(other, self._value())
-
-    return apply
-
-
-# An attribute used as a value is that value: read it, then do what was asked of it (which a product
-# value refuses in its turn).
-for _dunder in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
-    setattr(Attribute, f"__{_dunder}__", _through(_dunder))
-for _dunder in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
-    setattr(Attribute, f"__r{_dunder}__", _reflected(_dunder))
-Attribute.__contains__ = lambda self, item: item in self._value()  # type: ignore[assignment]
-Attribute.__neg__ = lambda self: -self._value()  # type: ignore[assignment]
-Attribute.__pos__ = lambda self: +self._value()  # type: ignore[assignment]
-Attribute.__abs__ = lambda self: abs(self._value())  # type: ignore[assignment]
-Attribute.__bool__ = lambda self: bool(self._value())  # type: ignore[assignment]
-Attribute.__hash__ = lambda self: hash(self._value())  # type: ignore[assignment]
-Attribute.__iter__ = lambda self: iter(self._value())  # type: ignore[assignment]
-Attribute.__len__ = lambda self: len(self._value())  # type: ignore[assignment]
-Attribute.__int__ = lambda self: int(self._value())  # type: ignore[assignment]
-Attribute.__index__ = lambda self: operator.index(self._value())  # type: ignore[assignment]
-Attribute.__float__ = lambda self: float(self._value())  # type: ignore[assignment]
-Attribute.__round__ = lambda self, *n: round(self._value(), *n)  # type: ignore[assignment]
-Attribute.__reversed__ = lambda self: reversed(self._value())  # type: ignore[assignment]
-Attribute.__str__ = lambda self: str(self._value())  # type: ignore[assignment]
-Attribute.__format__ = lambda self, spec: format(self._value(), spec)  # type: ignore[assignment]
+    def __missing__(self, key: object) -> Any:
+        raise NotData(f"a dict without the item {key!r}")
 
 
 class Name(_Refusing):
@@ -349,67 +325,56 @@ PRODUCT = Product()
 
 
 def plain(value: Any) -> Any:
-    """A product value's data as the parent's own plain values (dicts and lists), to compare whole
-    (without recursion: as deep as the answer)."""
-    if isinstance(value, Attribute):
-        value = value._value()
-    if type(value) not in (Remote, list, tuple):
+    """A value's data as plain values (dicts, lists, numbers, texts), a product object as a dict of its
+    fields as the child holds it now, to compare whole or serialize (without recursion)."""
+    nodes = (Remote, Entries, dict, list, tuple)
+    if type(value) not in nodes:
         return value
     made: dict[int, object] = {}
     walking: set[int] = set()
-    pending: list[tuple[object, bool]] = [(value, False)]
+    pending: list[tuple[Any, bool]] = [(value, False)]
     while pending:
         node, walked = pending.pop()
-        if type(node) is not Remote and type(node) is not list and type(node) is not tuple:
+        if type(node) not in nodes:
             continue
         key = id(node)
         if walked:
             walking.discard(key)
-            made[key] = _plain_one(node, made)  # type: ignore[arg-type]
+            parts = _contents(node)
+            plain_part = lambda item: made[id(item)] if type(item) in nodes else item  # noqa: E731
+            if isinstance(parts, dict):
+                made[key] = {name: plain_part(item) for name, item in parts.items()}
+            else:
+                made[key] = [plain_part(item) for item in parts]
         elif key not in made:
             if key in walking:
-                raise OracleError("plain() of a product value that holds itself (a cycle the predicate made)")
+                raise OracleError("plain() of a value that holds itself (a cycle the predicate made)")
             walking.add(key)
             pending.append((node, True))
-            items = _parts(node)  # type: ignore[arg-type]
-            pending += [(item, False) for item in items]  # type: ignore[union-attr]
+            parts = _contents(node)
+            pending += [(item, False) for item in (parts.values() if isinstance(parts, dict) else parts)]
     return made[id(value)]
 
 
-def _plain_one(node: Union[Remote, list[object], tuple[object, ...]], made: dict[int, object]) -> object:
-    """One object, list or tuple as plain data (a list of its own), the parts below it already made."""
-
-    def plain_part(item: object) -> object:
-        if type(item) in (Remote, list, tuple):
-            return made[id(item)]
-        return plain(item) if isinstance(item, Attribute) else item
-
-    if type(node) is not Remote:
-        return [plain_part(item) for item in node]
-    why = _at(node)[3]  # type: ignore[arg-type]
-    if why:
-        raise NotData(f"{_at(node)[2]} is not data ({why})")  # type: ignore[arg-type]
-    data = _at(node)[4]  # type: ignore[arg-type]
-    if data is not FIELDS:
-        return plain_part(data)
-    return {key: plain_part(item) for key, item in fields_of(node).items()}  # type: ignore[arg-type]
-
-
-def _parts(node: Union[Remote, list[object], tuple[object, ...]]) -> Any:
-    """What `plain` reads below a node: a list's items, an object's fields, or a value's data."""
+def _contents(node: Any) -> Any:
+    """What `plain` reads of a node: a list or a dict itself, a product object's fields as the child holds
+    them now (a stale object is read again once: `_fresh` answers the same fresh value after)."""
     if type(node) is not Remote:
         return node
-    data = _at(node)[4]  # type: ignore[arg-type]
-    return fields_of(node).values() if data is FIELDS else (data,)  # type: ignore[arg-type]
+    why = _at(node)[3]
+    if why:
+        raise NotData(f"{_at(node)[2]} is not data ({why})")
+    return fields_of(_fresh(node))
 
 
 def refused(call: Callable[[], object], *names: str) -> bool:
-    """True when the product call raises an exception of one of the classes `names` (by name, bases
-    included; any exception when none is named). Returning, or raising another one, is False."""
+    """True when the product call raises an exception of one of the classes `names` (`module.qualname`, or
+    a bare name: Python's own class when it has one, else a product class of that name; bases included;
+    any exception when none is named). Returning, or raising another one, is False."""
     try:
         call()
     except ProductRaised as exc:
-        return not names or any(name in exc.types for name in names)
+        return not names or any(exc.is_a(name) for name in names)
     return False
 
 
@@ -419,13 +384,13 @@ _REF_KEY = json.dumps(REF).encode()  # how a reference's key reads in an encoded
 
 
 def _encode_ref(value: object) -> object:
-    if isinstance(value, Attribute):
-        value = value._value()
-        if type(value) is not Remote:
-            return value
     if isinstance(value, Remote):
         _current().references += 1
         return {REF: _ref(value)}
+    if isinstance(value, Decimal):
+        return {protocol.DECIMAL: str(value)}
+    if isinstance(value, Fraction):
+        return {protocol.FRACTION: f"{value.numerator}/{value.denominator}"}
     if isinstance(value, Name):
         raise OracleError(f"{value!r} passed as an argument: pass what it returns")
     raise TypeError(f"a {type(value).__name__} is not data")
@@ -478,7 +443,7 @@ def _describe(target: dict[str, object]) -> str:
         return str(value)
     if kind == "op":
         return f"the operator {value}"
-    return "a product value's attribute" if len(value) == 3 else "a product value"  # type: ignore[arg-type]
+    return "a product value's attribute" if kind == "a" else "a product value"
 
 
 def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str, object]) -> Any:
@@ -488,78 +453,58 @@ def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str,
         encoded = encode_call(target, args, kwargs)
     except (TypeError, ValueError, RecursionError) as exc:
         raise OracleError(f"an argument of {_describe(target)} is not data: {exc}") from None
+    if "r" not in target:  # a read of a value again reads its fields only, as its answer did
+        _stale(run)
     try:
         payload = run.child.ask(run.scope, encoded)
     except Exception as failed:  # noqa: BLE001 - the child failed (channel.ChildFailed): the run stops
         run.failed = failed
         raise _Stopped from None
     try:
-        return decode(run.scope, payload)
+        return decode(run, payload)
     except protocol.ProtocolError as exc:
         run.failed = run.child.broke(str(exc))
         raise _Stopped from None
 
 
-def _part(fields: dict[str, object]) -> Remote:
-    """An object of an answer, as it is parsed: a Remote whose attributes are its fields, a list among them
-    a tuple of its parts (set through the slots' own descriptors: a Remote refuses assignment)."""
-    for key, item in fields.items():
-        if type(item) is list:
-            fields[key] = _tuple(item)
+_parsing = threading.local()  # `.run`: the run whose answer this thread is parsing
+
+
+def _object(handle: int, fields: dict[str, object]) -> Remote:
+    """A product object of an answer, as it is parsed: a Remote whose attributes are its fields (set
+    through the slots' own descriptors: a Remote refuses assignment)."""
+    run: Run = _parsing.run
     value = _new(Remote)
     _set_fields(value, fields)
-    _parsed.objects.append(value)
+    _set_at(value, (run.scope, handle, "product value", "", True))
+    run.fresh.append(value)
     return value
 
 
-_parsed = threading.local()  # `.objects`: the Remotes of the answer being parsed, in the order they closed
-
-
-def _tuple(top: list[object]) -> tuple[object, ...]:
-    """The list as a tuple, and every list in it (without recursion: as deep as the parser went)."""
-    if list not in map(type, top):
-        return tuple(top)
-    order, pending = [], [top]
-    while pending:  # every list below, each after the list holding it (parsed JSON shares no list)
-        items = pending.pop()
-        order.append(items)
-        pending += [item for item in items if type(item) is list]
-    made: dict[int, tuple[object, ...]] = {}
-    for items in reversed(order):
-        made[id(items)] = tuple([made[id(item)] if type(item) is list else item for item in items])
-    return made[id(top)]
-
-
-def decode(scope: int, payload: bytes) -> Any:
-    """One answer as the predicate gets it: a number or text as it is, a list as a tuple of its parts, an
-    object as a Remote (each object inside it too, numbered from the answer's first handle in the order it
-    closed, as the child kept them); the product's exception raised as ProductRaised."""
-    _parsed.objects = []
-    answer = protocol.parse_answer(payload, _part)
+def decode(run: Run, payload: bytes) -> Any:
+    """One answer as the predicate gets it: data as the parent's own values (a product object as a Remote,
+    a dict as Entries); the product's exception raised as ProductRaised."""
+    _parsing.run = run
+    answer = protocol.parse_answer(payload, _object, Entries)
     kind = answer[0]
     if kind == "v":
-        _, first, type_name, data = answer
-        objects = _parsed.objects
-        for handle, value in enumerate(objects, first):
-            _set_at(value, (scope, handle, "product value", "", FIELDS))
+        _, type_name, data = answer
         if type(data) is Remote:
-            _set_at(data, (scope, first + len(objects) - 1, type_name, "", FIELDS))
-        return _tuple(data) if type(data) is list else data
-    if kind == "d":
-        _, handle, type_name, data = answer
-        value = _new(Remote)
-        _set_fields(value, {})
-        _set_at(value, (scope, handle, type_name, "", _tuple(data) if type(data) is list else data))
-        return value
+            scope, handle, _, why, fresh = _at(data)
+            _set_at(data, (scope, handle, type_name, why, fresh))
+        return data
     if kind == "o":
         _, handle, type_name, why = answer
         value = _new(Remote)
         _set_fields(value, {})
-        _set_at(value, (scope, handle, type_name, why or "not data", FIELDS))
+        _set_at(value, (run.scope, handle, type_name, why or "not data", True))
         return value
     if kind == "x":
-        raise ProductRaised(tuple(answer[1]), answer[2], answer[3])
+        types = tuple(answer[1])
+        raised = ProductAttributeError if "builtins.AttributeError" in types else ProductRaised
+        raise raised(types, answer[2], answer[3])
     raise OracleError(f"the call does not resolve in the product: {answer[1]}")
+
 
 
 # --- a record's judgement ----------------------------------------------------------------------------------

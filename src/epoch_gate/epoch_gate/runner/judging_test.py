@@ -6,7 +6,11 @@ from typing import Any, Callable
 
 import pytest
 
+from decimal import Decimal
+from fractions import Fraction
+
 from epoch_gate.runner import judging, protocol
+from epoch_gate.runner.protocol import DECIMAL, FRACTION, HANDLE, SET, TUPLE
 
 
 class Scripted:
@@ -28,10 +32,15 @@ def judged(predicate: Callable[[Any, Any], object], *answers: object, raw: bytes
     return judging.judge(predicate, raw, Scripted(*answers), 1)
 
 
-def answer_of(data: object, first: int = 0) -> Any:
-    """What a predicate gets for one answer `["v", first, "Totals", data]`."""
+def obj(handle: int, **fields: object) -> dict[str, object]:
+    """A product object as the child writes it: its handle first."""
+    return {HANDLE: handle, **fields}
+
+
+def answer_of(data: object) -> Any:
+    """What a predicate gets for one answer `["v", "Totals", data]`."""
     got: list[object] = []
-    judged(lambda record, product: got.append(product.app.f()) or True, ["v", first, "Totals", data])
+    judged(lambda record, product: got.append(product.app.f()) or True, ["v", "Totals", data])
     return got[0]
 
 
@@ -39,18 +48,19 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
     """Fields are the value's own attributes; none of them, whatever its name, can stand in for a method
     or a slot of the value, so the value still refuses to decide anything."""
     value = answer_of(
-        {
-            "total": 5,
-            "__eq__": True,
-            "__hash__": 0,
-            "__class__": "int",
-            "__bool__": True,
-            "__dict__": {},
-            "_at": [9, 9, "Evil", "", None],
-            "__deepcopy__": {},
-            "lines": [{"gross": 2}],
-            "owner": {"name": "x"},
-        }
+        obj(
+            4,
+            total=5,
+            __eq__=True,
+            __hash__=0,
+            __class__="int",
+            __bool__=True,
+            __dict__={},
+            _at=[9, 9, "Evil", "", None],
+            __deepcopy__={},
+            lines=[obj(2, gross=2)],
+            owner=obj(3, name="x"),
+        )
     )
     assert value.total == 5
     assert type(value) is judging.Remote and judging._at(value)[:3] == (1, 4, "Totals")
@@ -58,27 +68,53 @@ def test_a_product_value_reads_as_data_whatever_its_fields_are_named() -> None:
         with pytest.raises(judging.HandleMisused):
             use()
     (line,) = value.lines
-    assert isinstance(line, judging.Remote) and line.gross == 2
+    assert isinstance(line, judging.Remote) and line.gross == 2 and judging._at(line)[1] == 2
     assert isinstance(value.owner, judging.Remote) and value.owner.name == "x"
     assert judging.plain(value)["_at"] == [9, 9, "Evil", "", None]
     assert copy.deepcopy(value) is value  # the field `__deepcopy__` does not stand in for the runner's
 
 
-def test_each_object_is_numbered_as_the_child_kept_it() -> None:
-    """In the order its object closes, from the answer's first handle: the child's `kept` order."""
-    value = answer_of({"a": {"x": 1}, "b": [{"y": 2}, {"z": {"w": 3}}]}, first=7)
-    handles = [judging._at(v)[1] for v in (value.a, value.b[0], value.b[1].z, value.b[1], value)]
-    assert handles == [7, 8, 9, 10, 11]
+def test_data_reads_as_the_parents_own_values_of_the_same_types() -> None:
+    value = answer_of(
+        {
+            "list": [1, [2]],
+            "tuple": {TUPLE: [1, {TUPLE: []}]},
+            "set": {SET: ["a", 1]},
+            "price": {DECIMAL: "0.00"},
+            "share": {FRACTION: "1/3"},
+            "dict": {"k": obj(0, v=1)},
+        }
+    )
+    assert type(value) is judging.Entries
+    assert value["list"] == [1, [2]] and value["tuple"] == (1, ()) and value["set"] == {"a", 1}
+    assert value["price"] == Decimal("0.00") and str(value["price"]) == "0.00" and value["share"] == Fraction(1, 3)
+    # `!=` reads as production's would: an empty list is not unequal to []
+    assert not (value["list"] != [1, [2]]) and value["tuple"] != [1, []]
+    assert value["dict"]["k"].v == 1
+    assert judging.plain(value) == {
+        "list": [1, [2]],
+        "tuple": [1, []],
+        "set": frozenset({"a", 1}),
+        "price": Decimal("0.00"),
+        "share": Fraction(1, 3),
+        "dict": {"k": {"v": 1}},
+    }
 
 
-def test_a_list_reads_as_a_tuple_at_every_depth() -> None:
-    value = answer_of({"grid": [[1, 2], [{"x": [3]}]]})
-    assert value.grid[0] == (1, 2) and value.grid[1][0].x == (3,)
-    assert judging.plain(value) == {"grid": [[1, 2], [{"x": [3]}]]}
+@pytest.mark.parametrize(
+    "read, says",
+    [
+        (lambda d: d.amount, "the product's answer a dict, not an object with a field amount"),
+        (lambda d: d["missing"], "the product's answer a dict without the item 'missing'"),
+    ],
+)
+def test_a_dict_read_as_another_shape_is_the_products_failure(read: Callable[[Any], Any], says: str) -> None:
+    found = judged(lambda record, product: read(product.app.f()) == 0, ["v", "dict", {"amount": 0}])
+    assert found == judging.Judgement(False, says)
 
 
 def test_a_product_value_is_read_only() -> None:
-    value = answer_of({"total": 5, "lines": [{"gross": 2}]})
+    value = answer_of(obj(1, total=5, lines=[obj(0, gross=2)]))
     for change in (
         lambda: setattr(value, "total", 6),
         lambda: delattr(value, "total"),
@@ -94,35 +130,89 @@ def test_a_product_value_is_read_only() -> None:
     assert copy.copy(value) is value and copy.deepcopy(value.lines[0]) is value.lines[0]
 
 
-def test_an_attribute_that_is_not_a_field_is_the_products_read_or_called_in_the_child() -> None:
-    """`t.status_code` (a class attribute, a property) is read in the child when the predicate uses it,
-    once per read the predicate wrote; `t.total.to_text()` is one call, of the part's method."""
+def test_an_attribute_that_is_not_a_field_is_read_from_the_product_when_the_predicate_reads_it() -> None:
+    """`t.status_code` (a class attribute, a property) is read in the child, once per read the predicate
+    wrote; `total.to_text(2)` reads the method, then calls it."""
 
     def predicate(record: Any, product: Any) -> bool:
         t = product.app.f(record)
-        return t.status_code == 200 and t.total.to_text(2) == "5.00" and t.status_code + 1 == 201
+        total = t.total  # a field: no call
+        return t.status_code == 200 and total.to_text(2) == "5.00" and t.receipt is None
 
     child = Scripted(
-        ["v", 0, "Response", {"total": {"minor": 5}}],
-        ["v", 2, "int", 200],
-        ["v", 2, "str", "5.00"],
-        ["v", 2, "int", 200],
+        ["v", "Response", obj(1, total=obj(0, minor=5))],
+        ["v", "int", 200],
+        ["o", 2, "method", "a method"],
+        ["v", "str", "5.00"],
+        ["v", "NoneType", None],
     )
     assert judging.judge(predicate, b'{"id":1}', child, 3) == judging.HOLDS
     assert child.calls == [
         (3, [{"m": "app.f"}, [{"id": 1}], {}]),
         (3, [{"a": [3, 1, "status_code"]}, [], {}]),
-        (3, [{"h": [3, 0, "to_text"]}, [2], {}]),
-        (3, [{"a": [3, 1, "status_code"]}, [], {}]),
+        (3, [{"a": [3, 0, "to_text"]}, [], {}]),
+        (3, [{"h": [3, 2]}, [2], {}]),
+        (3, [{"a": [3, 1, "receipt"]}, [], {}]),
     ]
 
 
-def test_an_attribute_that_is_not_data_fails_the_record_when_used_as_a_value() -> None:
-    def predicate(record: Any, product: Any) -> bool:
-        return product.app.f().handler == 1  # type: ignore[no-any-return]
+def test_a_field_read_after_another_call_is_read_from_the_object_as_it_is_then() -> None:
+    """An account answered with balance 10, then withdrawn from: its balance is read again (-90), as
+    production code would read it, never the snapshot of the first answer."""
 
-    found = judged(predicate, ["v", 0, "T", {}], ["o", 1, "function", "a function"])
-    assert found == judging.Judgement(False, "the product's answer T.handler is not data (a function)")
+    def predicate(record: Any, product: Any) -> bool:
+        account = product.app.Account(10)
+        before = account.balance
+        account.withdraw(100)
+        return before == 10 and account.balance >= 0
+
+    child = Scripted(
+        ["v", "Account", obj(0, balance=10)],
+        ["o", 1, "method", "a method"],
+        ["v", "NoneType", None],
+        ["v", "int", -90],
+    )
+    found = judging.judge(predicate, b"{}", child, 1)
+    assert found == judging.Judgement(False, "predicate returned False")
+    assert [call for _, call in child.calls][1:] == [
+        [{"a": [1, 0, "withdraw"]}, [], {}],
+        [{"h": [1, 1]}, [100], {}],
+        [{"a": [1, 0, "balance"]}, [], {}],
+    ]
+
+
+def test_plain_of_a_value_answered_before_the_last_call_reads_it_again_once() -> None:
+    def predicate(record: Any, product: Any) -> bool:
+        t = product.app.f()
+        product.app.touch()
+        return judging.plain(t) == {"n": 2, "part": {"m": 3}}
+
+    child = Scripted(
+        ["v", "T", obj(1, n=1, part=obj(0, m=1))], ["v", "NoneType", None], ["v", "T", obj(3, n=2, part=obj(2, m=3))]
+    )
+    assert judging.judge(predicate, b"{}", child, 1) == judging.HOLDS
+    assert [call for _, call in child.calls][2] == [{"r": [1, 1]}, [], {}]
+
+
+def test_a_missing_attribute_reads_as_production_reads_it() -> None:
+    """The product's AttributeError: `hasattr` is False and `getattr` gives its default, as in production;
+    read without either, it fails the record."""
+    missing = ["x", ["builtins.AttributeError", "builtins.Exception", "builtins.BaseException"], "no receipt", ""]
+
+    def predicate(record: Any, product: Any) -> bool:
+        t = product.app.f()
+        return not hasattr(t, "receipt") and getattr(t, "receipt", 7) == 7 and t.receipt is None
+
+    found = judged(predicate, ["v", "T", obj(0)], missing, missing, missing)
+    assert found == judging.Judgement(False, "the product raised AttributeError: no receipt")
+
+
+def test_an_attribute_that_is_not_data_fails_the_record_when_used_as_data() -> None:
+    def predicate(record: Any, product: Any) -> bool:
+        return judging.plain(product.app.f().handler) == 1
+
+    found = judged(predicate, ["v", "T", obj(0)], ["o", 1, "function", "a function"])
+    assert found == judging.Judgement(False, "the product's answer function is not data (a function)")
 
 
 def test_a_value_from_an_earlier_record_is_the_predicates_mistake() -> None:
@@ -134,7 +224,7 @@ def test_a_value_from_an_earlier_record_is_the_predicates_mistake() -> None:
         kept.append(product.app.f())
         return True
 
-    assert judged(predicate, ["v", 0, "T", {"a": 1}]) == judging.HOLDS
+    assert judged(predicate, ["v", "T", obj(0, a=1)]) == judging.HOLDS
     found = judging.judge(predicate, b"{}", Scripted(), 2)
     assert found.error == "predicate-error" and "outside the run of the record" in found.detail
 
@@ -142,8 +232,11 @@ def test_a_value_from_an_earlier_record_is_the_predicates_mistake() -> None:
 @pytest.mark.parametrize(
     "answer, expected",
     [
-        (["x", ["ValueError", "Exception"], "bad", "  File x"], "the product raised ValueError: bad\n  File x"),
-        (["v", 0, "T", {"total": 1}], "the product's answer T has no item 'missing'"),
+        (
+            ["x", ["builtins.ValueError", "builtins.Exception"], "bad", "  File x"],
+            "the product raised ValueError: bad\n  File x",
+        ),
+        (["v", "dict", {"total": 1}], "the product's answer a dict without the item 'missing'"),
     ],
 )
 def test_the_products_failure_violates_the_record(answer: object, expected: str) -> None:
@@ -153,14 +246,20 @@ def test_the_products_failure_violates_the_record(answer: object, expected: str)
     assert judged(predicate, answer) == judging.Judgement(False, expected)
 
 
-def test_refused_names_the_products_exception_by_class_or_base() -> None:
+def test_refused_names_the_products_exception_by_class_or_base_and_never_mistakes_a_builtin() -> None:
     def predicate(record: Any, product: Any) -> bool:
-        return judging.refused(lambda: product.app.f(), "LookupError") and not judging.refused(
-            lambda: product.app.f(), "TypeError"
+        return (
+            judging.refused(lambda: product.app.f(), "LookupError")
+            and judging.refused(lambda: product.app.f(), "app.errors.Missing")
+            and judging.refused(lambda: product.app.f(), "Missing")
+            and not judging.refused(lambda: product.app.f(), "TypeError")
+            and not judging.refused(lambda: product.app.g(), "ValueError")  # the product's own ValueError
+            and judging.refused(lambda: product.app.g(), "app.ValueError")
         )
 
-    raised = ["x", ["KeyError", "LookupError", "Exception", "BaseException"], "k", ""]
-    assert judged(predicate, raised, raised) == judging.HOLDS
+    raised = ["x", ["app.errors.Missing", "builtins.LookupError", "builtins.Exception"], "k", ""]
+    own = ["x", ["app.ValueError", "builtins.Exception"], "v", ""]
+    assert judged(predicate, raised, raised, raised, raised, own, own) == judging.HOLDS
 
 
 @pytest.mark.parametrize(
@@ -176,8 +275,41 @@ def test_refused_names_the_products_exception_by_class_or_base() -> None:
 def test_the_predicates_own_mistakes_are_the_oracles_errors(body: str, code: str, says: str) -> None:
     namespace: dict[str, Any] = {}
     exec(f"def p(record, product):\n    {body}\n", namespace)
-    found = judged(namespace["p"], ["v", 0, "T", {}])
+    found = judged(namespace["p"], ["v", "T", obj(0)])
     assert found.error == code and says in found.detail, found
+
+
+class _Raw(Scripted):
+    def __init__(self, payload: bytes) -> None:
+        super().__init__()
+        self.payload = payload
+
+    def ask(self, scope: int, call: bytes) -> bytes:
+        return self.payload
+
+
+@pytest.mark.parametrize(
+    "payload, says",
+    [
+        (b'["v","T",{"a":1,"a":2}]', "an object with a key twice ('a')"),
+        ('["v","str","\u00e9"]'.encode(), "an answer that is not ASCII JSON"),
+        ('["v","str","AB"]'.encode("utf-16-be"), "an answer that is not JSON (JSONDecodeError)"),
+        (b'["v","T",{"\\u0000x":1}]', "an object with a key the protocol keeps"),
+        (b'["v","T",{"\\u0000d":"1e5","b":1}]', "an object with a key the protocol keeps"),
+        (b'["v","F",{"\\u0000f":"1e999999999"}]', "a malformed tagged value ('\\x00f')"),
+        (b'["v","F",{"\\u0000f":"1/0"}]', "a malformed tagged value ('\\x00f')"),
+        (b'["v","S",{"\\u0000s":[{"\\u0000h":0}]}]', "a malformed tagged value ('\\x00s')"),
+        (b'["v","T",{"\\u0000h":-1}]', "a malformed product object"),
+        (b'["v","int",' + b"9" * 4301 + b"]", "an answer that is not JSON (ValueError)"),
+        (b'[{}]', "an answer of an unknown kind"),
+    ],
+)
+def test_an_answer_that_is_not_plain_json_of_the_protocol_is_the_childs_broken_protocol(
+    payload: bytes, says: str
+) -> None:
+    with pytest.raises(RuntimeError) as raised:
+        judging.judge(lambda record, product: product.app.f() is None, b"{}", _Raw(payload), 1)
+    assert str(raised.value) == f"broke: {says}"
 
 
 def test_a_child_that_fails_mid_record_fails_the_replay_whatever_the_predicate_swallows() -> None:
@@ -194,31 +326,20 @@ def test_a_child_that_fails_mid_record_fails_the_replay_whatever_the_predicate_s
 
     with pytest.raises(RuntimeError, match="the child ended early"):
         judging.judge(predicate, b"{}", Failing(), 1)
-    with pytest.raises(RuntimeError, match="broke: an object with a key twice"):
-        judging.judge(predicate, b"{}", _Raw(b'["v",0,"T",{"a":1,"a":2}]'), 1)
-
-
-class _Raw(Scripted):
-    def __init__(self, payload: bytes) -> None:
-        super().__init__()
-        self.payload = payload
-
-    def ask(self, scope: int, call: bytes) -> bytes:
-        return self.payload
 
 
 def test_an_oracle_error_whose_message_holds_a_product_value_is_shown_as_such() -> None:
     def predicate(record: Any, product: Any) -> bool:
         raise judging.OracleError(product.app.f())
 
-    found = judged(predicate, ["v", 0, "T", {"total": 5}])
+    found = judged(predicate, ["v", "T", obj(0, total=5)])
     assert found == judging.Judgement(False, "(its message could not be shown: HandleMisused)", "predicate-error")
 
 
 def test_plain_reads_an_answer_as_deep_as_it_was_parsed() -> None:
-    deep: dict[str, object] = {"leaf": 1}
-    for _ in range(700):
-        deep = {"next": deep, "tags": [1]}
+    deep: dict[str, object] = obj(0, leaf=1)
+    for n in range(700):
+        deep = obj(n + 1, next=deep, tags=[1])
     value = judging.plain(answer_of(deep))
     for _ in range(700):
         assert value["tags"] == [1]
@@ -240,7 +361,7 @@ def test_only_data_the_child_would_read_as_a_reference_is_refused(argument: obje
     def predicate(record: Any, product: Any) -> bool:
         return product.app.f(argument) == 1  # type: ignore[no-any-return]
 
-    found = judged(predicate, ["v", 0, "int", 1])
+    found = judged(predicate, ["v", "int", 1])
     if refused:
         assert found == judging.Judgement(
             False,
@@ -257,7 +378,7 @@ def test_a_value_passed_back_crosses_as_a_reference() -> None:
         t = product.app.f()
         return product.app.g(t.lines[1], key=t) == 1  # type: ignore[no-any-return]
 
-    child = Scripted(["v", 4, "T", {"lines": [{"a": 1}, {"b": 2}]}], ["v", 7, "int", 1])
+    child = Scripted(["v", "T", obj(6, lines=[obj(4, a=1), obj(5, b=2)])], ["v", "int", 1])
     assert judging.judge(predicate, b"{}", child, 9) == judging.HOLDS
     assert child.calls[1] == (9, [{"m": "app.g"}, [{"\u0000ref": [9, 5]}], {"key": {"\u0000ref": [9, 6]}}])
 

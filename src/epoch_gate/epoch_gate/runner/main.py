@@ -19,7 +19,7 @@ from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
 from epoch_gate.runner.channel import ChildFailed
-from epoch_gate.runner.confine import ChildJail, Limits
+from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -41,9 +41,9 @@ def _product_setup(text: str) -> str:
     return text
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+def _children(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_CHILDREN:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MAX_CHILDREN}")
     return int(text)
 
 
@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--children",
-        type=_positive,
+        type=_children,
         default=1,
         help="children that serve the product side by side, each in its own jail (the cores the replay may use)",
     )

@@ -39,7 +39,7 @@ from epoch_gate.evidence.manifest import Manifest
 from epoch_gate.evidence.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
-from epoch_gate.runner import judging
+from epoch_gate.runner import judging, protocol
 from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
@@ -47,6 +47,8 @@ from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 
 Predicate = Callable[[object, judging.Product], object]
 Record = tuple[int, int, bytes]  # (index among its bound's records from 1, line number, exact record bytes)
+RECURSION_LIMIT = 4000  # an answer nests up to 2 x data.MAX_NESTING JSON levels (a tuple is a tagged object)
+THREAD_STACK = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,8 @@ def _judge_share(channel: Channel, predicate: Predicate, records: Iterable[Recor
 
 def _side_by_side(work: Sequence[Callable[[], _Lane]]) -> list[_Lane]:
     """Each child's share at once, one thread a child (each waits on its own child, so that the children
-    work side by side); in order, whatever finishes first. A child's failure is raised once all stopped."""
-    if len(work) == 1:
-        return [work[0]()]
+    work side by side; one child's too, so that every predicate runs on a stack alike); in order, whatever
+    finishes first. A child's failure is raised once all stopped."""
     done: list[Optional[_Lane]] = [None] * len(work)
     raised: list[BaseException] = []
 
@@ -329,10 +330,13 @@ def _set_up_product(channels: Sequence[Channel], setup: str) -> None:
     the product's: the replay fails, naming it, and no property is judged."""
     call = json.dumps([{"m": setup.replace(":", ".")}, [], {}]).encode()
     for channel in channels:
-        answer = json.loads(channel.ask(channel.take_scope(), call))
+        try:
+            answer = protocol.parse_answer(channel.ask(channel.take_scope(), call), lambda *_: None, dict)
+        except protocol.ProtocolError as exc:
+            raise channel.broke(str(exc)) from None
         if answer[0] == "x":
             types, message, traceback = answer[1:]
-            raised = f"{types[0]}: {message}" if types else message
+            raised = f"{types[0].rpartition('.')[2]}: {message}" if types else message
             raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} raised {raised}\n{traceback}")
         if answer[0] == "u":
             raise channel.fail(Code.REPLAY_FAILED, f"the product's set-up {setup} does not resolve: {answer[1]}")
@@ -353,6 +357,10 @@ def run(
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
     loaded = load_world(world)
     digest = loaded.sha256()
+    # The same room for every predicate, whatever the count of children: each runs in a thread of its own,
+    # with a stack that holds the deepest answer the protocol allows
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
+    threading.stack_size(THREAD_STACK)
     with oracle_imports(child.sandbox, child.oracle_names):
         predicates = [_load_predicate(prop) for prop in manifest.properties]
     close_imports(child.sandbox)
@@ -363,9 +371,7 @@ def run(
     try:
         for _ in range(max(1, child.children)):
             channels.append(
-                Channel(
-                    child.sandbox, product_names, child.child_path, child.jail, child.limits, fate, child.children
-                )
+                Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate)
             )
         if product_setup:
             _set_up_product(channels, product_setup)

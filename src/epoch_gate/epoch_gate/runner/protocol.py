@@ -8,20 +8,21 @@ both ways: a kind byte, a 4-byte big-endian payload length, the payload (ASCII J
                                                       kept for the scope before
   child -> parent  A  the answer
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr"} (a name the child imports),
-{"h": [scope, handle]} (a value the child keeps), {"h": [scope, handle, name]} (that value's attribute
-`name`, called), {"a": [scope, handle, name]} (that value's attribute `name`, read) or {"op": "add"}
-(an operator over the arguments). An argument that is a value the child keeps is {"\\u0000ref":
-[scope, handle]}.
+{"h": [scope, handle]} (a value the child keeps, called), {"a": [scope, handle, name]} (that value's
+attribute `name`, read by ordinary attribute access), {"r": [scope, handle]} (that value read again as
+data) or {"op": "add"} (an operator over the arguments). An argument that is a value the child keeps is
+{"\\u0000ref": [scope, handle]}; a Decimal or a Fraction is tagged as in an answer.
 An answer is one of
-  ["v", first, type, data]    the product returned; `data` is the value as data (`epoch_gate.runner.data`)
-                              and each JSON object in it is a value the child keeps, numbered from
-                              `first` in the order its object closes (json's object_hook order)
-  ["d", handle, type, data]   the product returned data that is not JSON's own (an Enum, a Decimal, a
-                              Fraction, a set): `data` as above, and a handle to pass the value back
+  ["v", type, data]           the product returned; `data` is the value as data (`epoch_gate.runner.data`)
   ["o", handle, type, why]    the product returned something that is not data: a handle only
-  ["x", types, message, tb]   the product raised: its exception's class names (most derived first), its
-                              message and its own frames of the traceback
+  ["x", classes, message, tb] the product raised: its exception's classes (most derived first, each
+                              `module.qualname`, a built-in one `builtins.Name`), its message and its own
+                              frames of the traceback
   ["u", why]                  the target or an argument does not resolve: the oracle's mistake
+In `data`, an array is a list and an object a dict (its keys never start with NUL), except objects whose
+first key is one of TAGS: {"\\u0000h": handle, field: value, ...} is a product object the child keeps
+(its fields), and {"\\u0000t": [...]}, {"\\u0000s": [...]}, {"\\u0000d": "1.50"}, {"\\u0000f": "1/3"} are a
+tuple, a set (of numbers and texts), a Decimal and a Fraction.
 The parent closes the child's stdin when done; the child then exits 0, with nothing more on the channel.
 Stdlib only: the child imports it before anything of the product.
 """
@@ -32,11 +33,15 @@ import json
 import math
 import re
 import struct
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, BinaryIO, Callable, Optional
 
 CALL, ANSWER = b"C", b"A"
 REF = "\u0000ref"
-OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs")
+HANDLE, TUPLE, SET, DECIMAL, FRACTION = "\u0000h", "\u0000t", "\u0000s", "\u0000d", "\u0000f"
+OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "getitem")
+MAX_DIGITS = 4300  # of an int, a Decimal or a Fraction's parts: more is not data (CPython 3.11+ agrees)
 _HEADER = struct.Struct(">cI")
 MAX_PAYLOAD = 1 << 30  # a call: the parent's own, as large as a record
 MAX_ANSWER = 64 << 20  # an answer: the child says a larger value is not data; the parent reads a frame whole
@@ -91,7 +96,7 @@ def nested_deeper(text: str, limit: int) -> bool:
 # What the parent holds once it has parsed an answer, at most, per part of its text (measured on CPython
 # 3.9 at its peak, while a list is still beside its tuple): an object (a dict and a Remote) or a list (and
 # its tuple), a text, an item or a field (a pointer, a number).
-PART_COST, TEXT_COST, ITEM_COST = 320, 56, 40
+PART_COST, TEXT_COST, ITEM_COST, FIELD_COST = 400, 56, 40, 140
 
 
 def parsed_cost(payload: bytes) -> int:
@@ -100,9 +105,10 @@ def parsed_cost(payload: bytes) -> int:
     of empty objects parses to some 40 times its text."""
     width = 4 if b"\\u" in payload else 1
     parts = payload.count(b"{") + payload.count(b"[")
-    items = payload.count(b",") + payload.count(b":")
     texts = payload.count(b'"') // 2
-    return (1 + width) * len(payload) + PART_COST * parts + TEXT_COST * texts + ITEM_COST * items
+    fields = payload.count(b":")  # a key, its pair and its slot in the dict, alive at once while it is made
+    items = payload.count(b",")
+    return (1 + width) * len(payload) + PART_COST * parts + TEXT_COST * texts + FIELD_COST * fields + ITEM_COST * items
 
 
 def refuse_constant(token: str) -> object:
@@ -120,28 +126,72 @@ def _is_int(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
-def parse_answer(payload: bytes, make_object: Callable[[dict[str, Any]], object]) -> list[Any]:
+_FRACTION = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS), re.ASCII)
+
+
+def bounded_int(token: str) -> int:
+    if len(token.lstrip("-")) > MAX_DIGITS:  # before int(): 3.9 would take quadratic time over it
+        raise ValueError(f"an int of over {MAX_DIGITS} digits")
+    return int(token)
+
+
+def tagged(tag: str, value: object) -> object:
+    """A tagged value of an answer, rebuilt as the parent's own: a tuple, a frozenset, a Decimal, a Fraction."""
+    if tag == TUPLE and type(value) is list:
+        return tuple(value)
+    if tag == SET and type(value) is list and all(type(item) in (str, int, float, bool) for item in value):
+        return frozenset(value)
+    if tag == DECIMAL and type(value) is str and len(value) <= 2 * MAX_DIGITS:
+        try:
+            return Decimal(value)
+        except ArithmeticError:
+            pass
+    if tag == FRACTION and type(value) is str and _FRACTION.fullmatch(value):  # never "1e999999999": 10**n
+        try:
+            return Fraction(value)
+        except ZeroDivisionError:
+            pass
+    raise ProtocolError(f"a malformed tagged value ({tag!r})")
+
+
+def parse_answer(
+    payload: bytes, make_object: Callable[[int, dict[str, Any]], object], make_dict: Callable[[dict[str, Any]], object]
+) -> list[Any]:
     """The child's answer to one call, checked for its shape, nothing more: plain JSON only (ASCII, finite
-    numbers, no key twice in an object). Each object of it goes through `make_object`, in the order it
-    closes."""
-    if not payload.isascii():
-        raise ProtocolError("an answer that is not ASCII JSON")
+    numbers, ints of at most MAX_DIGITS digits, no key twice in an object, no key starting with NUL but
+    the protocol's tags). A product object (its first key HANDLE) goes through `make_object`, any other
+    object through `make_dict`."""
+    try:
+        text = payload.decode("ascii")  # as text: json.loads would guess UTF-16 or UTF-32 for bytes
+    except UnicodeDecodeError:
+        raise ProtocolError("an answer that is not ASCII JSON") from None
 
     def pairs(items: list[tuple[str, Any]]) -> object:
         fields = dict(items)
         if len(fields) != len(items):
             raise ProtocolError(f"an object with a key twice ({_first_repeated(items)!r})")
-        return make_object(fields)
+        if items and items[0][0] == HANDLE:
+            handle = fields.pop(HANDLE)
+            if not _is_int(handle) or any(key.startswith("\0") for key in fields):
+                raise ProtocolError("a malformed product object")
+            return make_object(handle, fields)
+        if len(items) == 1 and items[0][0] in (TUPLE, SET, DECIMAL, FRACTION):
+            return tagged(*items[0])
+        if any(key.startswith("\0") for key in fields):
+            raise ProtocolError("an object with a key the protocol keeps")
+        return make_dict(fields)
 
     try:
-        answer = json.loads(payload, parse_constant=refuse_constant, parse_float=finite, object_pairs_hook=pairs)
+        answer = json.loads(
+            text, parse_constant=refuse_constant, parse_float=finite, parse_int=bounded_int, object_pairs_hook=pairs
+        )
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"an answer that is not JSON ({type(exc).__name__})") from None
-    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "d", "o", "x", "u"):
+    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
         raise ProtocolError("an answer of an unknown kind")
     kind, rest = answer[0], answer[1:]
-    if kind in ("v", "d"):
-        ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str
+    if kind == "v":
+        ok = len(rest) == 2 and type(rest[0]) is str
     elif kind == "o":
         ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str
     elif kind == "x":
