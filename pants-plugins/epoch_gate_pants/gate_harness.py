@@ -116,13 +116,14 @@ with open(os.path.join(args.out, "payments.jsonl"), "w") as out:
 """
 BASE = '{"count": 50}\n'
 PRODUCT = "def refundable(captured: int, refunded: int) -> bool:\n    return refunded <= captured\n"
-# A rare flake: the first call in a process answers wrong, so one record fails once and passes its rerun.
+# A rare flake: a process's first call answers wrong when it refunds nothing, so one record fails once and
+# passes its rerun.
 FLAKY_PRODUCT = """_calls = []
 
 
 def refundable(captured: int, refunded: int) -> bool:
-    _calls.append(1)
-    return len(_calls) > 1 and refunded <= captured
+    _calls.append(1)  # wrong on a process's first call if it refunds nothing: one child's first record
+    return not (len(_calls) == 1 and refunded == 0) and refunded <= captured
 """
 
 PREDICATES = """

@@ -436,7 +436,7 @@ import sys as _sys
 
 
 def _holds(*args, **kwargs):
-    return '["v",-1,"bool",true,{}]'
+    return '["v","bool",true]'
 
 
 for _name, _module in list(_sys.modules.items()):
