@@ -7,8 +7,8 @@ Each repository is this one's example (its launcher, in-repo plugin and the orde
 product packages under src/synth/ (two modules each, a test in every 25th; each package's `core` imports
 its parent's, pkg i under pkg (i-1)//2: a binary tree) and S synthetic suites under suites/sNNN/. A suite
 is an `epoch_fixture` (a generator writing 20 records of one bound from a one-line input), a
-`property_manifest` (2 of 3 properties) and a `sampled_properties` target whose predicates import one
-package's `core`, each suite a different package of the tree's lower half. Pins and manifests are minted
+`property_manifest` (2 of 3 properties) and a `sampled_properties` target whose predicates call one
+package's `core` through `product`, each suite a different package of the tree's lower half. Pins and manifests are minted
 with the core's own API (the generator run as the plugin runs it). Committed, with origin/main on it, so
 `gate ::` is eligible.
 
@@ -99,18 +99,17 @@ for index in range(spec["records"]):
 
 SUITE_PREDICATES = '''"""Suite {suite}: predicates over its items, through the product package src.synth.{package}."""
 
-from src.synth.{package}.core import value
 
-
-def value_offset_cancels(record: dict) -> bool:
+def value_offset_cancels(record: dict, product) -> bool:
+    value = product.src.synth.{package}.core.value
     return record["n"] + value() - value() == record["n"]
 
 
-def id_in_range(record: dict) -> bool:
+def id_in_range(record: dict, product) -> bool:
     return type(record["id"]) is int and 0 <= record["id"] < {records}
 
 
-def n_is_32_bit(record: dict) -> bool:
+def n_is_32_bit(record: dict, product) -> bool:
     return type(record["n"]) is int and 0 <= record["n"] < 2 ** 32
 '''
 

@@ -83,7 +83,7 @@ import sys as _sys
 for _module in list(_sys.modules.values()):
     _server = getattr(_module, "Server", None)
     if isinstance(_server, type) and hasattr(_server, "answer"):
-        _server.answer = lambda self, scope, line: '["v",0,"bool",true]'
+        _server.answer = lambda self, scope, line: '["v","bool",true]'
 """,
     # A second key in the discount's __dict__ that prints as its field's name, with a capped value: JSON
     # would hold `minor` twice, and a parser that keeps the last would read the lie (issue 43).

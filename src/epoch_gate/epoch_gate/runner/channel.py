@@ -11,6 +11,7 @@ import signal
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -138,7 +139,11 @@ class Fate:
     question to any of them gets that failure (nothing a child says after it is evidence)."""
 
     def __init__(self) -> None:
+        # The failure that ended them all, as it was said, and what every later question gets; each
+        # child's thread that meets the end (its child killed with the rest) reports the first one
+        self.first: Optional[ChildFailed] = None
         self.failure: Optional[ChildFailed] = None
+        self.lock = threading.Lock()
         self.alive: set[int] = set()  # the children's pids, until each is reaped
         self.watches: list[Watch] = []
 
@@ -196,13 +201,16 @@ class Channel:
     def fail(self, code: Code, detail: str) -> ChildFailed:
         """Ends the child, and the replay's other children with it (every process below the runner): after
         a broken protocol, nothing more any of them says is evidence."""
-        if self._fate.failure is None:
-            self._fate.failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
+        with self._fate.lock:
+            if self._fate.first is None:
+                self._fate.first = ChildFailed(code, detail[:500])
+                self._fate.failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
+            first = self._fate.first
         if self._process.returncode is None:  # not reaped: its pid still names its process group
             self._kill_group()
         else:
             Watch.kill_tree()
-        return ChildFailed(code, detail[:500])
+        return first
 
     def _kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError):
