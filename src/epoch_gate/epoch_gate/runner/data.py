@@ -90,9 +90,33 @@ def _own_names(value: object) -> Optional[tuple[str, ...]]:
     return tuple([name for name in own if type(name) is str and not name.startswith(("_", "\0"))])
 
 
-def _is_object(value: object) -> bool:
-    """Whether a value that is none of the built-in kinds may cross as an object of fields."""
-    return not (callable(value) or isinstance(value, (types.ModuleType, type)))
+# Per class, what its values cross as: found once, from its MRO (no `isinstance`, which asks `__class__`)
+_KINDS: dict[type, str] = {}
+_BY_BASE = (
+    (enum.Enum, "enum"),
+    (bool, "int"),
+    (str, "str"),
+    (int, "int"),
+    (float, "float"),
+    (Decimal, "decimal"),
+    (Fraction, "fraction"),
+    (tuple, "tuple"),
+    (list, "list"),
+    (set, "set"),
+    (frozenset, "set"),
+    (dict, "dict"),
+    (types.ModuleType, "other"),
+    (type, "other"),
+)
+
+
+def _kind(cls: type) -> str:
+    mro = type.__dict__["__mro__"].__get__(cls)
+    kind = next((kind for base, kind in _BY_BASE if base in mro), None)
+    if kind is None:
+        kind = "other" if any("__call__" in vars(klass) for klass in mro[:-1]) else "object"
+    _KINDS[cls] = kind
+    return kind
 
 
 class _Walk:
@@ -104,7 +128,7 @@ class _Walk:
 
     def part(self, value: Any, depth: int) -> Any:
         """The value as plain JSON data; NotData when it is not data."""
-        cls = type(value)
+        cls = type(value)  # never `__class__`, which an object can make claim anything
         if cls is str:
             if len(value) > MAX_DATA:
                 raise NotData(f"a text of over {MAX_DATA} characters")
@@ -119,18 +143,28 @@ class _Walk:
             if value - value == 0.0:
                 return value
             raise NotData(f"{value!r} is not a finite number")
-        if isinstance(value, enum.Enum):
+        kind = _KINDS.get(cls) or _kind(cls)
+        if kind == "object":
+            return self.nested(value, kind, depth)
+        if kind == "enum":
             return self.part(self.product(lambda: value.value), depth)  # no level of its own
-        if isinstance(value, str):
+        if kind == "str":
             return self.part(str.__str__(value), depth)
-        if isinstance(value, int):
+        if kind == "int":
             return self.part(int.__int__(value), depth)
-        if isinstance(value, float):
+        if kind == "float":
             return self.part(float.__float__(value), depth)
-        if isinstance(value, Decimal):
+        if kind == "decimal":
             return {DECIMAL: Decimal.__str__(value)}
-        if isinstance(value, Fraction):
+        if kind == "fraction":
             return {FRACTION: f"{int.__repr__(value.numerator)}/{int.__repr__(value.denominator)}"}
+        if kind == "other":
+            raise NotData(f"a {cls.__name__}")
+        return self.nested(value, kind, depth)
+
+    def nested(self, value: Any, kind: str, depth: int) -> Any:
+        """A list, a tuple, a set, a dict or a product object: a level of its own, on the path."""
+        cls = type(value)
         if depth > MAX_NESTING:
             raise NotData(f"nested deeper than {MAX_NESTING}")
         if id(value) in self.path:
@@ -140,27 +174,34 @@ class _Walk:
             raise _Budget
         self.path.add(id(value))
         try:
-            if isinstance(value, (list, tuple)):
+            if kind == "list" or kind == "tuple":
                 items = value if cls is list or cls is tuple else self.product(lambda: list(value))
-                made = [self.part(item, depth + 1) for item in items]
-                return {TUPLE: made} if isinstance(value, tuple) else made
-            if isinstance(value, (set, frozenset)):
-                members = [self.part(item, depth + 1) for item in self.product(lambda: list(value))]
+                made = self.items(items, depth)
+                return {TUPLE: made} if kind == "tuple" else made
+            if kind == "set":
+                members = self.items(self.product(lambda: list(value)), depth)
                 if not all(type(item) in (str, int, float, bool) for item in members):
                     raise NotData(f"a {cls.__name__} of other than numbers and texts")
                 return {SET: sorted(members, key=lambda item: (type(item).__name__, item))}
-            if isinstance(value, dict):
+            if kind == "dict":
                 pairs = dict.items(value) if cls is dict else self.product(lambda: [(k, v) for k, v in value.items()])
                 return self.entries([(k, v) for k, v in pairs if type(k) is str and not k.startswith("\0")], depth)
-            if not _is_object(value):
-                raise NotData(f"a {cls.__name__}")
-            fields = self.entries(self.fields(value), depth)
-            made: dict[str, object] = {HANDLE: len(self.kept)}  # the handle first: the protocol's tag
-            made.update(fields)
-            self.kept.append(value)
-            return made
+            return self.object(value, depth)
         finally:
             self.path.discard(id(value))
+
+    def items(self, items: Any, depth: int) -> list[object]:
+        """A list's items as data (a number or text as it is, without a call of its own)."""
+        made = []
+        for item in items:
+            cls = type(item)
+            if (cls is int and -_TOO_LARGE_INT < item < _TOO_LARGE_INT) or item is None or cls is bool:
+                made.append(item)
+            elif cls is str and len(item) <= MAX_DATA:
+                made.append(item)
+            else:
+                made.append(self.part(item, depth + 1))
+        return made
 
     @staticmethod
     def product(read: Callable[[], Any]) -> Any:
@@ -173,34 +214,54 @@ class _Walk:
         except BaseException as exc:  # noqa: BLE001 - the product's code raised: not data
             raise NotData(f"reading it raised {type(exc).__name__}") from None
 
-    def fields(self, value: object) -> list[tuple[str, object]]:
-        """(name, value) of each field that reads without raising, by ordinary attribute access."""
+    def object(self, value: Any, depth: int) -> dict[str, object]:
+        """A product object: its handle, then each field that reads without raising (by ordinary attribute
+        access) and is data; the value is kept once its fields are read."""
         names = _declared(type(value))
         if names is None:
             names = _own_names(value)
             if names is None:
                 raise NotData(f"a {type(value).__name__} without fields")
-        read_fields = []
+        made: dict[str, object] = {HANDLE: -1}  # the handle first: the protocol's tag
         for name in names:
             try:
-                read_fields.append((name, getattr(value, name)))
+                item = getattr(value, name)
             except (RecursionError, MemoryError):
                 raise
             except BaseException:  # noqa: BLE001 - the product's field raised: it is left out
                 continue
-        return read_fields
+            cls = type(item)  # a number or text as it is, without a call of its own (as `entry`)
+            if (cls is int and -_TOO_LARGE_INT < item < _TOO_LARGE_INT) or (cls is str and len(item) <= MAX_DATA):
+                made[name] = item
+            else:
+                self.entry(made, name, item, depth)
+        made[HANDLE] = len(self.kept)
+        self.kept.append(value)
+        return made
 
     def entries(self, pairs: list[tuple[str, Any]], depth: int) -> dict[str, object]:
-        """A JSON object of the entries that are data (a name read twice: the last read)."""
+        """A JSON object of a dict's entries that are data."""
         made: dict[str, object] = {}
         for name, item in pairs:
-            mark = len(self.kept)
-            try:
-                made[name] = self.part(item, depth + 1)
-            except (NotData, RecursionError):
-                made.pop(name, None)
-                del self.kept[mark:]  # what it kept is in no object the parent will see
+            self.entry(made, name, item, depth)
         return made
+
+    def entry(self, made: dict[str, object], name: str, item: Any, depth: int) -> None:
+        """`item` as `made[name]` when it is data; left out (with what it kept) when it is not. A name met
+        twice (a dict subclass's items()) keeps its last read."""
+        cls = type(item)  # a number or text as it is, without a call of its own
+        if (cls is int and -_TOO_LARGE_INT < item < _TOO_LARGE_INT) or item is None or cls is bool:
+            made[name] = item
+            return
+        if cls is str and len(item) <= MAX_DATA:
+            made[name] = item
+            return
+        mark = len(self.kept)
+        try:
+            made[name] = self.part(item, depth + 1)
+        except (NotData, RecursionError):
+            made.pop(name, None)
+            del self.kept[mark:]  # what it kept is in no object the parent will see
 
 
 _dumps = json.JSONEncoder(ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":")).encode

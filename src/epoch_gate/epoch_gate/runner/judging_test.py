@@ -291,11 +291,10 @@ class _Raw(Scripted):
 @pytest.mark.parametrize(
     "payload, says",
     [
-        (b'["v","T",{"a":1,"a":2}]', "an object with a key twice ('a')"),
+        (b'["v","T",{"a":1,"a":2}]', "an object with a key twice"),
+        (b'["v","T",{"a":1,"b":{"a\\\\":1,"a\\\\":2}}]', "an object with a key twice"),
         ('["v","str","\u00e9"]'.encode(), "an answer that is not ASCII JSON"),
         ('["v","str","AB"]'.encode("utf-16-be"), "an answer that is not JSON (JSONDecodeError)"),
-        (b'["v","T",{"\\u0000x":1}]', "an object with a key the protocol keeps"),
-        (b'["v","T",{"\\u0000d":"1e5","b":1}]', "an object with a key the protocol keeps"),
         (b'["v","F",{"\\u0000f":"1e999999999"}]', "a malformed tagged value ('\\x00f')"),
         (b'["v","F",{"\\u0000f":"1/0"}]', "a malformed tagged value ('\\x00f')"),
         (b'["v","S",{"\\u0000s":[{"\\u0000h":0}]}]', "a malformed tagged value ('\\x00s')"),

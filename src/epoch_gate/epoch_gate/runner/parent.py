@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import importlib
 import inspect
 import json
@@ -40,13 +41,17 @@ from epoch_gate.evidence.observations import Observation, make_observation, writ
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner import judging, protocol
-from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, guard_parent
+from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, cores, guard_parent, pin
 from epoch_gate.runner.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 
 Predicate = Callable[[object, judging.Product], object]
 Record = tuple[int, int, bytes]  # (index among its bound's records from 1, line number, exact record bytes)
+# Each answer is many small containers: at Python's default thresholds the cyclic collector ran every 700
+# of them and tripled the cost of reading an answer (bench/replay_split.py). Nothing the runner builds is
+# cyclic.
+GC_THRESHOLDS = (100_000, 50, 100)
 RECURSION_LIMIT = 4000  # an answer nests up to 2 x data.MAX_NESTING JSON levels (a tuple is a tagged object)
 THREAD_STACK = 64 << 20
 
@@ -93,6 +98,7 @@ def _judge_share(channel: Channel, predicate: Predicate, records: Iterable[Recor
     receives its records in world order, and each record's calls in the order the predicate makes them).
     The share stops at the first record on which the predicate itself fails: the property is an error."""
     lane = _Lane()
+    pin(channel.cpu)  # this thread: the same core as its child
     for index, line, raw in records:
         judged = judging.judge(predicate, raw, channel, channel.take_scope())
         lane.judged += 1
@@ -355,6 +361,7 @@ def run(
 ) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
+    gc.set_threshold(*GC_THRESHOLDS)
     loaded = load_world(world)
     digest = loaded.sha256()
     # The same room for every predicate, whatever the count of children: each runs in a thread of its own,
@@ -369,10 +376,10 @@ def run(
     fate = Fate()
     channels: list[Channel] = []
     try:
-        for _ in range(max(1, child.children)):
-            channels.append(
-                Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate)
-            )
+        available = cores()
+        for n in range(max(1, child.children)):
+            cpu = available[n % len(available)] if available else None  # child n and its thread: one core
+            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate, cpu))
         if product_setup:
             _set_up_product(channels, product_setup)
         results = [

@@ -19,9 +19,9 @@ An answer is one of
                               `module.qualname`, a built-in one `builtins.Name`), its message and its own
                               frames of the traceback
   ["u", why]                  the target or an argument does not resolve: the oracle's mistake
-In `data`, an array is a list and an object a dict (its keys never start with NUL), except objects whose
-first key is one of TAGS: {"\\u0000h": handle, field: value, ...} is a product object the child keeps
-(its fields), and {"\\u0000t": [...]}, {"\\u0000s": [...]}, {"\\u0000d": "1.50"}, {"\\u0000f": "1/3"} are a
+In `data`, an array is a list and an object a dict, except objects with the protocol's keys, which the
+child writes for nothing else: {"\\u0000h": handle, field: value, ...} is a product object the child
+keeps (its fields), and {"\\u0000t": [...]}, {"\\u0000s": [...]}, {"\\u0000d": "1.50"}, {"\\u0000f": "1/3"} are a
 tuple, a set (of numbers and texts), a Decimal and a Fraction.
 The parent closes the child's stdin when done; the child then exits 0, with nothing more on the channel.
 Stdlib only: the child imports it before anything of the product.
@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, Callable, Optional
 CALL, ANSWER = b"C", b"A"
 REF = "\u0000ref"
 HANDLE, TUPLE, SET, DECIMAL, FRACTION = "\u0000h", "\u0000t", "\u0000s", "\u0000d", "\u0000f"
+TAGS = frozenset((TUPLE, SET, DECIMAL, FRACTION))
 OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "getitem")
 MAX_DIGITS = 4300  # of an int, a Decimal or a Fraction's parts: more is not data (CPython 3.11+ agrees)
 _HEADER = struct.Struct(">cI")
@@ -129,10 +130,20 @@ def _is_int(value: object) -> bool:
 _FRACTION = re.compile(r"-?[0-9]{1,%d}(/[0-9]{1,%d})?" % (MAX_DIGITS, MAX_DIGITS), re.ASCII)
 
 
+_LONG_INT = re.compile(r"[0-9]{%d}" % (MAX_DIGITS + 1))
+
+
 def bounded_int(token: str) -> int:
-    if len(token.lstrip("-")) > MAX_DIGITS:  # before int(): 3.9 would take quadratic time over it
+    if len(token.lstrip("-")) > MAX_DIGITS:
         raise ValueError(f"an int of over {MAX_DIGITS} digits")
     return int(token)
+# A key's end: a quote no backslash escapes, right before its colon (the child writes no space there)
+_KEY_END = re.compile(r'(?<!\\)(?:\\\\)*":')
+
+
+def _keys_written(text: str) -> int:
+    """How many keys the JSON text holds as written."""
+    return len(_KEY_END.findall(text)) if '\\"' in text else text.count('":')
 
 
 def tagged(tag: str, value: object) -> object:
@@ -158,35 +169,36 @@ def parse_answer(
     payload: bytes, make_object: Callable[[int, dict[str, Any]], object], make_dict: Callable[[dict[str, Any]], object]
 ) -> list[Any]:
     """The child's answer to one call, checked for its shape, nothing more: plain JSON only (ASCII, finite
-    numbers, ints of at most MAX_DIGITS digits, no key twice in an object, no key starting with NUL but
-    the protocol's tags). A product object (its first key HANDLE) goes through `make_object`, any other
-    object through `make_dict`."""
+    numbers, ints of at most MAX_DIGITS digits, no key twice in an object, tags as the protocol has them).
+    A product object (its first key HANDLE) goes through `make_object`, any other object through
+    `make_dict`."""
     try:
         text = payload.decode("ascii")  # as text: json.loads would guess UTF-16 or UTF-32 for bytes
     except UnicodeDecodeError:
         raise ProtocolError("an answer that is not ASCII JSON") from None
+    keys = [0]
 
-    def pairs(items: list[tuple[str, Any]]) -> object:
-        fields = dict(items)
-        if len(fields) != len(items):
-            raise ProtocolError(f"an object with a key twice ({_first_repeated(items)!r})")
-        if items and items[0][0] == HANDLE:
+    def made(fields: dict[str, Any]) -> object:
+        keys[0] += len(fields)
+        if HANDLE in fields:
             handle = fields.pop(HANDLE)
-            if not _is_int(handle) or any(key.startswith("\0") for key in fields):
+            if not _is_int(handle):
                 raise ProtocolError("a malformed product object")
             return make_object(handle, fields)
-        if len(items) == 1 and items[0][0] in (TUPLE, SET, DECIMAL, FRACTION):
-            return tagged(*items[0])
-        if any(key.startswith("\0") for key in fields):
-            raise ProtocolError("an object with a key the protocol keeps")
+        if len(fields) == 1:
+            ((tag, value),) = fields.items()
+            if tag in TAGS:
+                return tagged(tag, value)
         return make_dict(fields)
 
     try:
-        answer = json.loads(
-            text, parse_constant=refuse_constant, parse_float=finite, parse_int=bounded_int, object_pairs_hook=pairs
-        )
+        # An int of over MAX_DIGITS digits is refused before int() reads it (3.9 would take quadratic time)
+        ints = bounded_int if _LONG_INT.search(text) else None
+        answer = json.loads(text, parse_constant=refuse_constant, parse_float=finite, parse_int=ints, object_hook=made)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"an answer that is not JSON ({type(exc).__name__})") from None
+    if keys[0] != _keys_written(text):  # a key twice: the parse kept one of them
+        raise ProtocolError("an object with a key twice")
     if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
         raise ProtocolError("an answer of an unknown kind")
     kind, rest = answer[0], answer[1:]
@@ -209,10 +221,3 @@ def parse_answer(
     return answer  # type: ignore[no-any-return]
 
 
-def _first_repeated(items: list[tuple[str, Any]]) -> str:
-    seen: set[str] = set()
-    for key, _ in items:
-        if key in seen:
-            return key[:80]
-        seen.add(key)
-    return ""
