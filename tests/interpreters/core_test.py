@@ -70,7 +70,11 @@ def test_the_core_passes_its_own_tests_on(version: str, tmp_path: Path) -> None:
     ran = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "epoch_gate"],
         cwd=tmp_path / "core",
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "PYTHONPATH": str(tmp_path / "core")},
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp_path),
+            "PYTHONPATH": str(tmp_path / "core"),
+        },
         capture_output=True,
         text=True,
     )

@@ -36,7 +36,9 @@ class LocalChild:
         return OracleFailed(f"the local child broke the protocol: {why}")
 
 
-def verdict(predicate: Predicate, record: Mapping[str, object], child: Optional[LocalChild] = None) -> judging.Judgement:
+def verdict(
+    predicate: Predicate, record: Mapping[str, object], child: Optional[LocalChild] = None
+) -> judging.Judgement:
     """The record's judgement as the replay would give it, running the product in this process (`child`:
     one that keeps the product's state across records, as a replay's child does)."""
     child = child or LocalChild()

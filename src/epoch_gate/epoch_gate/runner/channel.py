@@ -220,7 +220,9 @@ class Channel:
         with self._fate.lock:
             if self._fate.first is None:
                 self._fate.first = ChildFailed(code, detail[:500])
-                self._fate.failure = ChildFailed(code, f"not evaluated: the replay's child failed earlier: {detail}"[:500])
+                self._fate.failure = ChildFailed(
+                    code, f"not evaluated: the replay's child failed earlier: {detail}"[:500]
+                )
             first = self._fate.first
         if self._process.returncode is None:  # not reaped: its pid still names its process group
             self._kill_group()

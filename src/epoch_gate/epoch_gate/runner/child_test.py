@@ -10,14 +10,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import pytest
 
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
-from epoch_gate.runner import judging
 from epoch_gate.runner import parent as replay
 from epoch_gate.runner.child import LOADED_FROM, Server
 from epoch_gate.evidence.world import world_sha256
@@ -876,5 +875,3 @@ def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
         "u",
         "no value 0 in scope 1",
     ]
-
-

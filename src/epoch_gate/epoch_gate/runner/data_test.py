@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import sys
 from dataclasses import dataclass
 from decimal import Decimal

@@ -29,7 +29,7 @@ from decimal import Decimal
 from fractions import Fraction
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from types import MappingProxyType
-from typing import Any, Callable, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from epoch_gate.runner import protocol
 from epoch_gate.runner.protocol import REF
@@ -91,7 +91,8 @@ class HandleMisused(OracleError):
 class Child(Protocol):
     """Where a record's calls go: one call, one answer (`channel.Channel`)."""
 
-    def ask(self, scope: int, call: bytes) -> bytes: ...
+    def ask(self, scope: int, call: bytes) -> bytes:
+        ...
 
     def broke(self, why: str) -> BaseException:
         """Ends the child, which broke the protocol: the failure to raise."""
@@ -504,7 +505,6 @@ def decode(run: Run, payload: bytes) -> Any:
         raised = ProductAttributeError if "builtins.AttributeError" in types else ProductRaised
         raise raised(types, answer[2], answer[3])
     raise OracleError(f"the call does not resolve in the product: {answer[1]}")
-
 
 
 # --- a record's judgement ----------------------------------------------------------------------------------

@@ -165,7 +165,11 @@ def _scan(
         index, verdict = min(failures, key=lambda failed: failed[0])
         raise _OracleFailed(verdict, index)
     violations = sorted(
-        (_Violation(index, line, raw, detail, n) for n, lane in enumerate(shares) for index, line, raw, detail in lane.violations),
+        (
+            _Violation(index, line, raw, detail, n)
+            for n, lane in enumerate(shares)
+            for index, line, raw, detail in lane.violations
+        ),
         key=lambda v: v.index,
     )
     again = _side_by_side(
@@ -379,7 +383,9 @@ def run(
         available = cores()
         for n in range(max(1, child.children)):
             cpu = available[n % len(available)] if available else None  # child n and its thread: one core
-            channels.append(Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate, cpu))
+            channels.append(
+                Channel(child.sandbox, product_names, child.child_path, child.jail, child.limits, fate, cpu)
+            )
         if product_setup:
             _set_up_product(channels, product_setup)
         results = [

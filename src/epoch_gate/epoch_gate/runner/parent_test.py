@@ -12,7 +12,7 @@ from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.observations import load_observations, observation_id
 from epoch_gate.evidence.replay_result import ReplayResult
 from epoch_gate.reasons import Code
-from epoch_gate.runner import judging, main
+from epoch_gate.runner import main
 from epoch_gate.runner.channel import ChildFailed
 from epoch_gate.runner import parent as replay
 from epoch_gate.evidence.world import world_sha256

@@ -137,6 +137,8 @@ def bounded_int(token: str) -> int:
     if len(token.lstrip("-")) > MAX_DIGITS:
         raise ValueError(f"an int of over {MAX_DIGITS} digits")
     return int(token)
+
+
 # A key's end: a quote no backslash escapes, right before its colon (the child writes no space there)
 _KEY_END = re.compile(r'(?<!\\)(?:\\\\)*":')
 
@@ -219,5 +221,3 @@ def parse_answer(
     if not ok:
         raise ProtocolError(f"a malformed {kind!r} answer")
     return answer  # type: ignore[no-any-return]
-
-
