@@ -148,6 +148,14 @@ class _OracleFailed(Exception):
         self.code, self.detail = Code(verdict.error), f"record {index}: {verdict.detail}"
 
 
+def _raise_first_failure(lanes: Sequence[_Lane]) -> None:
+    """The predicate's own failure on the first record in world order, if any child's share met one."""
+    failures = [lane.failed for lane in lanes if lane.failed is not None]
+    if failures:
+        index, verdict = min(failures, key=lambda failed: failed[0])
+        raise _OracleFailed(verdict, index)
+
+
 def _scan(
     channels: Sequence[Channel], prop: Property, predicate: Predicate, world: LoadedWorld
 ) -> tuple[int, list[_Violation], list[bool]]:
@@ -160,10 +168,7 @@ def _scan(
             for n, channel in enumerate(channels)
         ]
     )
-    failures = [lane.failed for lane in shares if lane.failed is not None]
-    if failures:
-        index, verdict = min(failures, key=lambda failed: failed[0])
-        raise _OracleFailed(verdict, index)
+    _raise_first_failure(shares)
     violations = sorted(
         (
             _Violation(index, line, raw, detail, n)
@@ -180,10 +185,7 @@ def _scan(
             for n, channel in enumerate(channels)
         ]
     )
-    failures = [lane.failed for lane in again if lane.failed is not None]
-    if failures:
-        index, verdict = min(failures, key=lambda failed: failed[0])
-        raise _OracleFailed(verdict, index)
+    _raise_first_failure(again)
     violated_again = {index for lane in again for index, _, _, _ in lane.violations}
     return sum(lane.judged for lane in shares), violations, [v.index not in violated_again for v in violations]
 
