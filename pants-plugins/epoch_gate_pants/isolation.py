@@ -143,13 +143,24 @@ class Jail:
         jail = [f"--child-jail={self.bwrap}"] if self.isolation.jailed else []
         return [*jail, *(f"--child-{name.replace('_', '-')}={value}" for name, value in vars(limits).items())]
 
-    def wrap(self, argv: list[str], env: dict[str, str], tasks: int) -> tuple[list[str], FrozenDict[str, str]]:
+    def wrap(
+        self, argv: list[str], env: dict[str, str], tasks: int, clock_for_child: bool = False
+    ) -> tuple[list[str], FrozenDict[str, str]]:
         """Jailed: `argv` with exactly `env` and at most `tasks` processes and threads (`Limits.tasks`,
-        GENERATOR_TASKS)."""
+        GENERATOR_TASKS); the clock stopped for the process, or with `clock_for_child` (the replay's
+        runner) for its child alone, which runs the product."""
         if not self.isolation.jailed:
             return argv, FrozenDict(env)
-        fixed_clock = self.isolation.fixed_clock
-        jailed = isolation.jailed_argv(argv, env, self.prefixes, self.build_root, fixed_clock, self.python, tasks)
+        jailed = isolation.jailed_argv(
+            argv,
+            env,
+            self.prefixes,
+            self.build_root,
+            self.isolation.fixed_clock,
+            self.python,
+            tasks,
+            clock_for_child=clock_for_child,
+        )
         return exec_retrying(self.python, jailed), FrozenDict()
 
     @property

@@ -391,6 +391,7 @@ async def _replay_process(
         ],
         dict(HERMETIC_ENV),
         options.child_limits.tasks(options.replay_children),
+        clock_for_child=True,
     )
     return Process(
         argv=argv,

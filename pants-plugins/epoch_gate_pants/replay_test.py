@@ -92,6 +92,26 @@ def test_a_replay_that_never_ends_is_stopped(rule_runner: RuleRunner) -> None:
     assert b"Exceeded timeout of 3" in said, said[-2000:]  # Pants stopped it, not a crash
 
 
+def test_in_the_jail_the_clock_stops_for_the_product_and_not_for_its_judge(rule_runner: RuleRunner) -> None:
+    """The product's child reads the stopped clock; the runner that judges it keeps the host's (it never
+    forks under libfaketime), and a predicate is oracle code: it reads the host's too."""
+    configure(rule_runner, jailed=True)
+    write_repo(rule_runner)
+    rule_runner.write_files(
+        {
+            "src/payments_lib.py": "import time\n\ndef refundable(captured, refunded):\n    return time.time()\n",
+            "checks/props.py": (
+                "import time\n\ndef refund_le_captured(record, product):\n"
+                "    return product.payments_lib.refundable(0, 0) == 946684800.0 and time.time() > 1.7e9\n"
+            ),
+        }
+    )
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    contents = rule_runner.request(DigestContents, [run.output])
+    summary = next(c.content for c in contents if c.path == "replay.json")
+    assert b'"outcome":"pass"' in summary, (summary, run.result and run.result.stderr[-2000:])
+
+
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)  # the working tree's product is right; the candidate's has the bug
     candidate = candidate_files(

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Optional
 
-from epoch_gate.runner.isolation import PID_MAX_LIMIT, RESERVED_PIDS, child_jail_arguments
+from epoch_gate.runner.isolation import CHILD_CLOCK, PID_MAX_LIMIT, RESERVED_PIDS, child_jail_arguments
 
 MiB = 1 << 20
-# Passed through to the child's jail: the stopped clock (epoch_gate.runner.isolation.jailed_argv), nothing else.
+# Set in the child's jail from the runner's CHILD_CLOCK-prefixed variables: the stopped clock
+# (epoch_gate.runner.isolation.jailed_argv), nothing else.
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
 POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
@@ -102,7 +103,7 @@ class ChildJail:
         # The product's own files only: not the world, the manifest, the predicates or the outputs.
         product = [os.path.join(root, entry) for entry in os.listdir(root) if entry.split(".")[0] in names]
         runner = str(Path(__file__).resolve().parent.parent)  # the runner's package and the core it imports
-        env = {name: os.environ[name] for name in CLOCK_ENV if name in os.environ}
+        env = {name: os.environ[CHILD_CLOCK + name] for name in CLOCK_ENV if CHILD_CLOCK + name in os.environ}
         clock = [env["LD_PRELOAD"]] if os.path.isabs(env.get("LD_PRELOAD", "")) else []
         read_only = [runner, *product, *child_path, *clock]
         tmp = limits.memory if self.sizes_tmpfs() else None

@@ -15,10 +15,10 @@ from typing import Optional
 import pytest
 
 from epoch_gate.evidence.catalog import Catalog, Property
-from epoch_gate.runner.isolation import child_jail_arguments
+from epoch_gate.runner.isolation import CHILD_CLOCK, child_jail_arguments
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
-from epoch_gate.runner import parent
+from epoch_gate.runner import confine, parent
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.runner.confine import ChildJail, Limits
 
@@ -338,3 +338,18 @@ def test_what_the_judge_holds_is_counted_over_every_call_of_a_record(tmp_path: P
     assert (outcome.outcome, outcome.error_code) == ("error", "replay-failed")
     held = re.fullmatch(r".* would take some (\d+) bytes of the judge's memory: .*", outcome.detail)
     assert held and int(held[1]) > 64 * MiB, outcome.detail
+
+
+def test_the_childs_jail_gets_the_stopped_clock_from_the_runners_child_only_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner keeps the host's clock (libfaketime is not in it); its child's jail sets the clock's
+    variables it was given under CHILD_CLOCK, and none of the runner's own."""
+    monkeypatch.setenv("LD_PRELOAD", "/runner/own.so")
+    monkeypatch.setenv(f"{CHILD_CLOCK}LD_PRELOAD", "/sb/__isolation/libfaketime.so.1")
+    monkeypatch.setenv(f"{CHILD_CLOCK}FAKETIME", "2000-01-01 00:00:00")
+    monkeypatch.setattr(confine, "_sizes_tmpfs", lambda bwrap: True)
+    args = ChildJail("/bwrap").argv(["python"], tmp_path, (), (), Limits())
+    setenv = [tuple(args[i + 1 : i + 3]) for i, a in enumerate(args) if a == "--setenv"]
+    assert setenv == [("FAKETIME", "2000-01-01 00:00:00"), ("LD_PRELOAD", "/sb/__isolation/libfaketime.so.1")]
+    assert ("--ro-bind", "/sb/__isolation/libfaketime.so.1") in zip(args, args[1:])

@@ -26,6 +26,10 @@ FAKETIME = f"{TOOLS_DIR}/libfaketime.so.1"
 
 # libfaketime's absolute form: the wall clock reads this instant, and stays there.
 FIXED_CLOCK = "2000-01-01 00:00:00"
+# The prefix under which the replay's runner gets the stopped clock's variables, to set for its child only:
+# the judge keeps the host's clock, and never forks under libfaketime (whose fork in a process with threads
+# can deadlock), nor pays its cost on each of its own clock reads.
+CHILD_CLOCK = "EPOCH_GATE_CHILD_"
 FIXED_CLOCK_SECONDS = 946684800
 FIXED_CLOCK_ISO = "2000-01-01T00:00:00Z"
 
@@ -241,15 +245,18 @@ def jailed_argv(
     python: str,
     tasks: int,
     sandbox: str = "{chroot}",
+    clock_for_child: bool = False,
 ) -> list[str]:
     """`argv` run inside the jail with exactly `env`, the clock stopped when `fixed_clock` (libfaketime at
     FAKETIME in the sandbox), and at most `tasks` processes and threads (`CEILING`, run by `python`; past
-    RESERVED_PIDS, so that pid_max is one the kernel accepts)."""
+    RESERVED_PIDS, so that pid_max is one the kernel accepts). With `clock_for_child` (the replay's runner)
+    the clock stops for the runner's child alone, which runs the product (`CHILD_CLOCK`)."""
     assert RESERVED_PIDS < tasks < PID_MAX_LIMIT
     jail_env = dict(env)
     if fixed_clock:
         # Only the wall clock stops: monotonic time keeps running, so timeouts still expire.
-        jail_env.update({"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"})
+        clock = {"LD_PRELOAD": f"{sandbox}/{FAKETIME}", "FAKETIME": FIXED_CLOCK, "DONT_FAKE_MONOTONIC": "1"}
+        jail_env.update({f"{CHILD_CLOCK if clock_for_child else ''}{name}": value for name, value in clock.items()})
     step = [python, "-I", "-S", "-c", CEILING, str(tasks), str(len(jail_env))]
     step += [f"{name}={jail_env[name]}" for name in sorted(jail_env)]
     capabilities = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]

@@ -109,6 +109,17 @@ def test_jailed_argv_sets_exactly_the_given_environment_and_the_clock_only_when_
         "TZ=UTC",
         *("python", "gen.py"),
     ]
+    for_child = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", True, "/py", 400, clock_for_child=True)
+    assert for_child[for_child.index("400") :] == [
+        *(
+            "400",
+            "4",
+            f"{isolation.CHILD_CLOCK}DONT_FAKE_MONOTONIC=1",
+            f"{isolation.CHILD_CLOCK}FAKETIME={isolation.FIXED_CLOCK}",
+        ),
+        f"{isolation.CHILD_CLOCK}LD_PRELOAD={{chroot}}/{isolation.FAKETIME}",
+        *("TZ=UTC", "python"),
+    ]
     unclocked = isolation.jailed_argv(["python"], {"TZ": "UTC"}, PY, "/r", False, "/py", 400)
     assert unclocked[unclocked.index("400") :] == ["400", "1", "TZ=UTC", "python"]
 

@@ -6,8 +6,9 @@ code, once per record, as ordinary Python. `product` names the product's callabl
 waits for the answer (one call, one answer, in turn: `protocol`). Data comes back as the parent's own
 values of the same types (a number, a text, a list, a tuple, a dict, a Decimal...), and a product object
 as a `Remote`: its fields read as the parent's own values (`t.subtotal.minor` is an `int` parsed here),
-as the product's object held them when it was answered; once the predicate has made another call, each
-read asks the child again, as production code would read the object then. Any other attribute (a
+as the product's object held them when it was answered; once the predicate has made another call, the
+first read of a field reads the object again from the child, as production code would read it then, and
+its fields hold until the next call. Any other attribute (a
 property, a class attribute, a method) is read from the product when the predicate reads it, operators
 (`a + b`) and methods are calls, and a Remote can be passed back as an argument. A `Remote` itself is
 never compared, hashed, iterated, converted, truth-tested or turned into text: each of those raises
@@ -169,8 +170,9 @@ class _Held(_Refusing):
 
 
 # Where the child holds a product value: scope, handle, its class name, why it is not data ("" for data),
-# and whether its fields are as the child holds the object (no call since it was answered: `Run.fresh`)
-At = tuple[int, int, str, str, bool]
+# and, once a call has been made since its fields were read (stale), the names of those fields (None while
+# they are as the child holds the object: `Run.fresh`)
+At = tuple[int, int, str, str, Optional[frozenset]]
 
 
 class Remote(_Held):
@@ -178,9 +180,10 @@ class Remote(_Held):
     or call.
 
     Its fields are its own attributes while it is fresh (a field read is Python's own attribute lookup,
-    with no call of ours); once the predicate has made another call, they are read from the child again,
-    one by one, as production code would read the object then. Any other attribute is read from the
-    product (`"a"`). It refuses assignment."""
+    with no call of ours); once the predicate has made another call, the first read of a field reads the
+    whole object from the child again (`"r"`), as production code would read it then, and it is fresh
+    until the next call. Any other attribute is read from the product (`"a"`) at each read. It refuses
+    assignment."""
 
     __slots__ = ()
 
@@ -194,6 +197,11 @@ class Remote(_Held):
     def __getattr__(self, name: str) -> Any:  # a name that is not a field, or a field of a stale value
         if name.startswith("__"):
             raise AttributeError(name)
+        stale = _at(self)[4]
+        if stale is not None and name in stale:
+            fields = fields_of(_fresh(self))
+            if name in fields:  # else the product removed it: read as any other attribute
+                return fields[name]
         return _call({"a": [*_ref(self), name]}, (), {})
 
     def __getitem__(self, key: object) -> Any:
@@ -256,21 +264,21 @@ def _fresh(value: Remote) -> Remote:
     """The value with its fields as the child holds the object now: itself while fresh, else read again
     (and kept as its fields, fresh until the next call: a second look reads the same parts)."""
     at = _at(value)
-    if at[4] or at[3]:  # fresh, or not data (a handle has no fields)
+    if at[4] is None or at[3]:  # fresh, or not data (a handle has no fields)
         return value
     again: Remote = _call({"r": _ref(value)}, (), {})
     _set_fields(value, fields_of(again))
-    _set_at(value, (*at[:4], True))
+    _set_at(value, (*at[:4], None))
     _current().fresh.append(value)
     return value
 
 
 def _stale(run: Run) -> None:
     """Before a call (product code, which may change any object the child holds): the fields of the
-    objects answered so far are no longer what the child holds; each read of them asks it again."""
+    objects answered so far are no longer what the child holds; the first read of one reads it again."""
     for value in run.fresh:
         scope, handle, type_name, why, _ = _at(value)
-        _set_at(value, (scope, handle, type_name, why, False))
+        _set_at(value, (scope, handle, type_name, why, frozenset(fields_of(value))))
         _set_fields(value, {})
     run.fresh = []
 
@@ -477,7 +485,7 @@ def _object(handle: int, fields: dict[str, object]) -> Remote:
     run: Run = _parsing.run
     value = _new(Remote)
     _set_fields(value, fields)
-    _set_at(value, (run.scope, handle, "product value", "", True))
+    _set_at(value, (run.scope, handle, "product value", "", None))
     run.fresh.append(value)
     return value
 
@@ -491,14 +499,14 @@ def decode(run: Run, payload: bytes) -> Any:
     if kind == "v":
         _, type_name, data = answer
         if type(data) is Remote:
-            scope, handle, _, why, fresh = _at(data)
-            _set_at(data, (scope, handle, type_name, why, fresh))
+            scope, handle, _, why, stale = _at(data)
+            _set_at(data, (scope, handle, type_name, why, stale))
         return data
     if kind == "o":
         _, handle, type_name, why = answer
         value = _new(Remote)
         _set_fields(value, {})
-        _set_at(value, (run.scope, handle, type_name, why or "not data", True))
+        _set_at(value, (run.scope, handle, type_name, why or "not data", None))
         return value
     if kind == "x":
         types = tuple(answer[1])
