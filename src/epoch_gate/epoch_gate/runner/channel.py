@@ -208,7 +208,7 @@ class Channel:
         self.scopes = 0  # the scopes taken so far: each run of a predicate on a record takes the next
         # What the judge holds of the current scope's answers (`protocol.parsed_cost`) and its bound: the
         # product shapes its answers, and the parent is under no limit of its own
-        self._scope, self._held, self._holds_at_most = 0, 0, limits.memory // MAX_CHILDREN
+        self._scope, self._spent, self._budget = 0, 0, limits.memory // MAX_CHILDREN
 
     def take_scope(self) -> int:
         self.scopes += 1
@@ -323,27 +323,27 @@ class Channel:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
         except protocol.ProtocolError as exc:
             raise self.broke(str(exc)) from None
-        self._hold(scope, payload)
+        self._charge(scope, payload)
         return payload
 
     def broke(self, why: str) -> ChildFailed:
         return self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {why}")
 
-    def _hold(self, scope: int, payload: bytes) -> None:
+    def _charge(self, scope: int, payload: bytes) -> None:
         """Ends the replay before the parent parses answers that would take it over what the product may
         use itself, with every answer it holds of the same run of a predicate. Decided on the texts alone,
         in the order they are read: the same answers always get the same outcome."""
         if scope != self._scope:
-            self._scope, self._held = scope, 0
+            self._scope, self._spent = scope, 0
         cost = protocol.parsed_cost(payload)
-        if self._held + cost > self._holds_at_most:
+        if self._spent + cost > self._budget:
             raise self.fail(
                 Code.REPLAY_FAILED,
                 f"the product's answers to one record's calls ({len(payload)} bytes the last) would take some "
-                f"{self._held + cost} bytes of the judge's memory: over 1/{MAX_CHILDREN} of "
+                f"{self._spent + cost} bytes of the judge's memory: over 1/{MAX_CHILDREN} of "
                 f"{self._limits.address_space()}",
             )
-        self._held += cost
+        self._spent += cost
 
     def finish(self) -> None:
         """Ends the stream of calls: the child exits once it has answered them all."""

@@ -112,13 +112,13 @@ class Server:
         if kind not in ("m", "h", "r", "a", "op"):
             raise Unresolved(f"an unknown target {kind!r}")
         if kind in ("h", "r") and type(value) is list and len(value) == 2:
-            held = self._handle(value)
+            kept = self._handle(value)
             if kind == "r":
-                return (lambda: held), True
-            found = held
+                return (lambda: kept), True
+            found = kept
         elif kind == "a" and type(value) is list and len(value) == 3 and type(value[2]) is str:
-            held, name = self._handle(value[:2]), value[2]
-            return (lambda: getattr(held, name)), True
+            kept, name = self._handle(value[:2]), value[2]
+            return (lambda: getattr(kept, name)), True
         elif kind == "m" and type(value) is str:
             found = self._named(value)
         elif kind == "op" and value in _OPERATORS:

@@ -162,7 +162,7 @@ class _Refusing:
     __str__ = __format__ = _misuse("as text (str, format, an f-string)")
 
 
-class _Held(_Refusing):
+class _Slots(_Refusing):
     """Where a Remote keeps its fields and where the child holds it: slots no field can shadow, and a
     field dict that only this module reaches (`fields_of`); `vars()` and `__dict__` give a read-only view."""
 
@@ -175,7 +175,7 @@ class _Held(_Refusing):
 At = tuple[int, int, str, str, Optional[frozenset]]
 
 
-class Remote(_Held):
+class Remote(_Slots):
     """A product object the product returned, or one inside an answer: data to read, a handle to pass back
     or call.
 
@@ -236,19 +236,19 @@ class Remote(_Held):
 
 
 _new = object.__new__
-_set_fields = _Held.__dict__["__dict__"].__set__
-_get_fields = _Held.__dict__["__dict__"].__get__
-_set_at = _Held.__dict__["_at"].__set__
-_get_at = _Held.__dict__["_at"].__get__
+_set_fields = _Slots.__dict__["__dict__"].__set__
+_get_fields = _Slots.__dict__["__dict__"].__get__
+_set_at = _Slots.__dict__["_at"].__set__
+_get_at = _Slots.__dict__["_at"].__get__
 
 
 def fields_of(value: Remote) -> dict[str, object]:
     """The value's own field dict (the parent's parse of the answer): to read, never to change."""
-    return _get_fields(value, _Held)  # type: ignore[no-any-return]
+    return _get_fields(value, _Slots)  # type: ignore[no-any-return]
 
 
 def _at(value: Remote) -> At:
-    return _get_at(value, _Held)  # type: ignore[no-any-return]
+    return _get_at(value, _Slots)  # type: ignore[no-any-return]
 
 
 def _ref(value: Remote) -> list[int]:

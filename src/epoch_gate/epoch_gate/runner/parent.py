@@ -257,8 +257,8 @@ def replay_property(
     failures = first_failure = 0
     observed: Observed = []
     try:
-        for violation, rerun_held in zip(violations, reruns):
-            if not rerun_held:
+        for violation, passed_again in zip(violations, reruns):
+            if not passed_again:
                 failures += 1
                 first_failure = first_failure or violation.index
                 if failures > max_witnesses:
@@ -267,8 +267,8 @@ def replay_property(
                 suite=suite,
                 epoch_id=epoch_id,
                 prop=prop.name,
-                status="flake" if rerun_held else "fail",
-                rerun_passed=rerun_held,
+                status="flake" if passed_again else "fail",
+                rerun_passed=passed_again,
                 witness=violation.witness,
                 bound=prop.bound,
                 line=violation.line,
