@@ -14,6 +14,7 @@ from epoch_gate.verdict.suite import Expected, Identities
 from epoch_gate.evidence.held_out import LOCAL, HeldOut
 from epoch_gate.verdict.judge import HeldOutFacts, SuiteFacts, SuiteOracle
 from epoch_gate.reasons import Code, Reason
+from epoch_gate.runner.main import EXIT_CHILD_ENDED
 from epoch_gate.text import last_line
 from epoch_gate_pants.fixture import FixtureWorld
 from epoch_gate_pants.replay import ReplayRun
@@ -26,7 +27,7 @@ def _replayed(
     if run.result is None:
         return None, [], None
     cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
-    if run.result.exit_code != 0:
+    if run.result.exit_code not in (0, EXIT_CHILD_ENDED):  # the latter judged, and never cached
         return (
             None,
             [

@@ -274,11 +274,11 @@ class Channel:
             and signal_number in (signal.SIGXCPU, signal.SIGKILL)
             and self._cpu_seconds >= self._limits.cpu_seconds * CPU_ACCOUNTED
         ):
-            limit = self._limits.cpu()
+            limit = self._limits.cpu_limit()
         if limit is not None:
             return Code.REPLAY_FAILED, f"the product went over {limit}"
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
-            return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space()}"
+            return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space_limit()}"
         if status == EXIT_UNSHIPPED:
             # The stub's line names the module; the product can print one too, so only a module's name is said
             said = [
@@ -313,18 +313,26 @@ class Channel:
         try:
             got = protocol.read_frame(self._process.stdout, protocol.MAX_ANSWER)  # type: ignore[arg-type]
             if got is None:  # its end, not the broken pipe, is the cause
-                try:
-                    status = self._end()
-                except ChildFailed as failed:  # what it left behind would not end
-                    raise self.fail(failed.code, failed.detail) from None
-                raise self.fail(*self._ended(status))
+                raise self._child_ended("")
             kind, payload = got
             if kind != protocol.ANSWER:
                 raise protocol.ProtocolError(f"an unknown answer kind {kind!r}")
+        except protocol.Truncated as exc:  # its end cut the answer short: why it ended is the cause
+            raise self._child_ended(f" mid-answer ({exc})") from None
         except protocol.ProtocolError as exc:
             raise self.broke(str(exc)) from None
         self._charge(scope, payload)
         return payload
+
+    def _child_ended(self, when: str) -> ChildFailed:
+        """The failure of a child whose channel ended before its answer: a limit it went over (the watch's
+        kill), or its early exit, `when` it ended."""
+        try:
+            status = self._end()
+        except ChildFailed as failed:  # what it left behind would not end
+            return self.fail(failed.code, failed.detail)
+        code, why = self._ended(status)
+        return self.fail(code, why + when if code is Code.RUNNER_PROTOCOL else why)
 
     def broke(self, why: str) -> ChildFailed:
         return self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {why}")
@@ -341,7 +349,7 @@ class Channel:
                 Code.REPLAY_FAILED,
                 f"the product's answers to one record's calls ({len(payload)} bytes the last) would take some "
                 f"{self._spent + cost} bytes of the judge's memory: over 1/{MAX_CHILDREN} of "
-                f"{self._limits.address_space()}",
+                f"{self._limits.address_space_limit()}",
             )
         self._spent += cost
 

@@ -15,7 +15,7 @@ from epoch_gate.runner import channel
 from epoch_gate.runner import parent as replay
 
 # A child answering 1 to every call, but wrongly as `mode` says: {mode} is filled in per test.
-FAKE = """import sys
+FAKE = """import sys, time
 sys.path.insert(0, sys.argv[1])
 from epoch_gate.runner import protocol
 mode, answered = {mode!r}, 0
@@ -28,6 +28,14 @@ while True:
         sys.exit(0)
     if mode == "exits" and answered:
         sys.exit(0)
+    if mode.startswith("cut short"):  # an answer's first bytes, then its end
+        sys.stdout.buffer.write(protocol.frame(protocol.ANSWER, b'["v","int",1]' * 9)[:20])
+        sys.stdout.buffer.flush()
+        if mode == "cut short by a limit":  # the watch ends it: over its output limit
+            sys.stderr.buffer.write(b"x" * (17 << 20))
+            sys.stderr.buffer.flush()
+            time.sleep(60)
+        sys.exit(1)
     answer = {{
         "not JSON": b"[1",
         "an unknown answer": b'["held"]',
@@ -85,6 +93,7 @@ def test_a_child_that_follows_the_protocol_passes(tmp_path: Path, monkeypatch: p
         ("stops at the second property", "b", "the child ended early"),
         ("exits", "ab", "the child ended early"),
         ("exits 1 at the end", "ab", "the child exited 1 after its answers"),
+        ("cut short", "ab", "the child ended early (exit 1) mid-answer (truncated frame (15 of 117 bytes))"),
     ],
 )
 def test_a_child_breaking_the_protocol_is_an_error(
@@ -96,6 +105,14 @@ def test_a_child_breaking_the_protocol_is_an_error(
     assert says in outcomes[affected[0]].detail, outcomes[affected[0]].detail
     if affected == "b":
         assert (outcomes["a"].outcome, outcomes["a"].records) == ("pass", 10)
+
+
+def test_a_limit_that_ends_the_child_mid_answer_is_named_not_blamed_on_the_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes = replayed(tmp_path, monkeypatch, "cut short by a limit")
+    assert {(o.outcome, o.error_code) for o in outcomes.values()} == {("error", "replay-failed")}
+    assert outcomes["a"].detail == f"the product went over {replay.Limits().output_limit()}", outcomes["a"].detail
 
 
 # A runner that starts the real child on a predicate that never returns, says the child's pid, and waits.

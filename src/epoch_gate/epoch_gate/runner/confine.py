@@ -67,14 +67,25 @@ class Limits:
         runner = RUNNER_TASKS + CHILD_TASKS * max(children, 1)
         return min(RESERVED_PIDS + 2 * max(self.processes, 1) + runner, PID_MAX_LIMIT - 1)
 
-    def cpu(self) -> str:
+    # Each limit as the product is said to have gone over it, naming the option that sets it
+
+    def cpu_limit(self) -> str:
         return f"its CPU time limit ({self.cpu_seconds} s per process, [property-replay].child_cpu_seconds)"
 
-    def address_space(self) -> str:
+    def address_space_limit(self) -> str:
         return (
             f"its memory limit ({self.memory} bytes of address space per process, "
             "[property-replay].child_memory_bytes)"
         )
+
+    def resident_limit(self) -> str:
+        return f"its memory limit ({self.memory} bytes resident and in memfds, [property-replay].child_memory_bytes)"
+
+    def process_limit(self) -> str:
+        return f"its process limit ({self.processes} processes and threads at once, [property-replay].child_processes)"
+
+    def output_limit(self) -> str:
+        return f"its output limit ({self.output} bytes on stdout and stderr, [property-replay].child_output_bytes)"
 
 
 def interpreter_folders() -> list[str]:
@@ -218,10 +229,7 @@ class Watch:
             if len(self.kept) < KEPT_OUTPUT:
                 self.kept += chunk[: KEPT_OUTPUT - len(self.kept)]
             if written > self.limits.output:
-                self.over(
-                    f"its output limit ({self.limits.output} bytes on stdout and stderr, "
-                    "[property-replay].child_output_bytes)"
-                )
+                self.over(self.limits.output_limit())
                 return
 
     def _poll(self) -> None:
@@ -230,15 +238,9 @@ class Watch:
             tree = _tree(me)
             now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
             if sum(threads for _, threads in tree) > self.limits.processes:
-                self.over(
-                    f"its process limit ({self.limits.processes} processes and threads at once, "
-                    "[property-replay].child_processes)"
-                )
+                self.over(self.limits.process_limit())
             elif sum(_memory(pid) for pid, _ in tree) > self.limits.memory:
-                self.over(
-                    f"its memory limit ({self.limits.memory} bytes resident and in memfds, "
-                    "[property-replay].child_memory_bytes)"
-                )
+                self.over(self.limits.resident_limit())
             elif now_stopped & stopped:  # stopped for a whole poll: it would hold the replay until its timeout
                 self.over("a stop: one of its processes was stopped (SIGSTOP), which would hold the replay")
             stopped = now_stopped

@@ -3,7 +3,9 @@
 Only the runner package and the core modules it imports are shipped into the sandbox (the plugin's
 runner rule derives them), so editing the report, the CLI or the gate's judgement leaves every cached
 replay valid.
-Exit 0 done (each property's outcome is in the summary), 1 refused (the reason is printed), 64 usage.
+Exit 0 done (each property's outcome is in the summary), 3 done but a child ended before its answers (a
+fault of the product or of the host, never a verdict to cache: Pants caches only exit 0), 1 refused (the
+reason is printed), 64 usage.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
+EXIT_CHILD_ENDED = 3
+# What a child that ended before its answers leaves on a property: the outcome of that run, not of the tree
+CHILD_ENDED = frozenset({Code.REPLAY_FAILED.value, Code.RUNNER_PROTOCOL.value})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,7 +148,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return 1
     for prop in result.properties:
         print(printable(f"{prop.summary()} {prop.detail}".rstrip()))
-    return 0
+    ended = any(prop.outcome == "error" and prop.error_code in CHILD_ENDED for prop in result.properties)
+    return EXIT_CHILD_ENDED if ended else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

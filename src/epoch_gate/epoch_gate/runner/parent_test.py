@@ -35,6 +35,9 @@ def not_bool(record, product):
 
 def configured(record, product):
     return product.replay_app.configured_amount(record) == record["amount"]
+
+def vanishes(record, product):
+    return product.replay_app.vanish(record)
 '''
 
 PRODUCT = '''
@@ -72,6 +75,10 @@ def set_up_and_exit():
     raise SystemExit(3)
 
 def set_up_and_vanish():
+    import os
+    os._exit(0)
+
+def vanish(record):
     import os
     os._exit(0)
 '''
@@ -264,3 +271,19 @@ def test_the_runner_refuses_a_set_up_that_is_not_module_function(setup: str, cap
         main.main([*required, f"--product-setup={setup}"])
     assert ended.value.code == main.EX_USAGE
     assert f"argument --product-setup: {setup!r} is not module:function" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "status"), [("positive", 0), ("product_raises", 0), ("vanishes", 3)])
+def test_a_replay_whose_child_ended_before_its_answers_exits_3_so_that_it_is_never_cached(
+    world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, status: int
+) -> None:
+    """A verdict (pass, fail) exits 0 and Pants may cache it; a child that ended early (a limit, a crash,
+    a kill from outside) is the run's fault, written as evidence all the same, but never cached."""
+    manifest = sample(Catalog((Property(name, "payments", f"replay_preds:{name}", "p."),)), 1, 1)
+    (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
+    out = tmp_path / "out"
+    monkeypatch.chdir(world.parent / "preds")
+    argv = ["replay", f"--manifest={tmp_path / 'manifest.json'}", f"--world={world}", "--suite=s", "--epoch-id=e1"]
+    argv += [f"--out={out}", "--sandbox-names=replay_app,replay_preds", "--oracle-names=replay_preds"]
+    assert main.main(argv) == status == main.EXIT_CHILD_ENDED * (name == "vanishes")
+    assert check_replay({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}, "s").result is not None

@@ -52,6 +52,10 @@ class ProtocolError(Exception):
     """The channel broke the protocol: truncated, oversized, of an unknown kind, or malformed."""
 
 
+class Truncated(ProtocolError):
+    """The stream ended inside a frame: its writer ended (or closed it) mid-frame."""
+
+
 def frame(kind: bytes, payload: bytes) -> bytes:
     return _HEADER.pack(kind, len(payload)) + payload
 
@@ -63,13 +67,13 @@ def read_frame(stream: BinaryIO, cap: int = MAX_PAYLOAD) -> Optional[tuple[bytes
     if not header:
         return None
     if len(header) != _HEADER.size:
-        raise ProtocolError(f"truncated frame header ({len(header)} bytes)")
+        raise Truncated(f"truncated frame header ({len(header)} bytes)")
     kind, size = _HEADER.unpack(header)
     if size > cap:
         raise ProtocolError(f"frame of {size} bytes is over the cap of {cap}")
     payload = stream.read(size)
     if len(payload) != size:
-        raise ProtocolError(f"truncated frame ({len(payload)} of {size} bytes)")
+        raise Truncated(f"truncated frame ({len(payload)} of {size} bytes)")
     return kind, payload
 
 
