@@ -13,7 +13,7 @@ from pants.source.source_root import OptionalSourceRootsResult, SourceRootsReque
 
 from epoch_gate.change.candidate import REGULAR_MODES, Candidate, blob_sizes, read_blobs
 from epoch_gate.change.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
-from epoch_gate.change.modules import module_name, top_level
+from epoch_gate.change.modules import module_name, shadowing, top_level
 from epoch_gate.change.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
 from epoch_gate.runner.child import unshipped_stub
@@ -113,6 +113,7 @@ class CandidateClosureRequest:
     oracle: Digest  # the trusted oracle package's files (repository paths), where the imports start
     oracle_places: tuple[tuple[str, str], ...]  # (repository path, sandbox path) of each oracle file
     product: tuple[str, ...] = ()  # the product's modules the suite depends on: the child imports them by name
+    reserved: tuple[str, ...] = ()  # the top-level names of the gate's own in the replay's sandbox
 
 
 @dataclass(frozen=True)
@@ -126,22 +127,24 @@ class CandidateClosure:
 def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str]) -> dict[str, bytes]:
     """A stand-in (`unshipped_stub`) for each module and package of the candidate that the suite's imports
     do not reach, at the first level where it leaves what ships: a top-level module or package, or one
-    beside an enclosing package's `__init__`. Imported by a name built at run time, it ends the replay;
-    the module simply missing would let the code fall back to other code."""
+    beside an enclosing package's `__init__`. Any name an import by a built name could ask for stands in
+    (a dunder, one that is not an identifier); a name with a dot cannot be asked for. Imported, it ends
+    the replay; the module simply missing would let the code fall back to other code."""
     shipped_folders = {posixpath.dirname(places[path]) for path in reached}
     shipped_folders |= {folder for path in shipped_folders for folder in _ancestors(path)}
     found: dict[str, bytes] = {}
     for path, place in sorted(places.items()):
         parts = place.split("/")
-        # Not the gate's own names (its package, its `__world`-like folders), nor the oracle's.
-        if path in reached or not place.endswith(".py") or parts[0] in excluded or parts[0].startswith("__"):
+        # Not the oracle's names nor the runner's package (their trusted copies serve them), nor the
+        # gate's other own names (refused: `_reserved`)
+        if path in reached or not place.endswith(".py") or parts[0] in excluded:
             continue
         for depth in range(1, len(parts) + 1):
             prefix = "/".join(parts[:depth])
             if depth < len(parts) and prefix in shipped_folders:
                 continue
             name = parts[depth - 1][:-3] if depth == len(parts) else parts[depth - 1]
-            if all(part.isidentifier() for part in [*parts[: depth - 1], name]):
+            if name and not any("." in part for part in [*parts[: depth - 1], name]):
                 stand_in = prefix if depth == len(parts) else f"{prefix}/__init__.py"
                 found.setdefault(stand_in, unshipped_stub(".".join([*parts[: depth - 1], name])))
             break
@@ -151,6 +154,14 @@ def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str])
         for path, text in found.items()
         if not (path.endswith(".py") and not path.endswith("/__init__.py") and f"{path[:-3]}/__init__.py" in found)
     }
+
+
+def _reserved(places: Mapping[str, str], reached: set[str], reserved: set[str]) -> list[Reason]:
+    """The candidate's files the suite's imports do not reach, under a top-level name the gate's own
+    sandbox holds (the reached ones are refused with the rest of the sandbox, `shadowing`): such a file
+    can neither ship nor stand in, so it may not be."""
+    unreached = {path: place for path, place in places.items() if path not in reached}
+    return shadowing({p: place for p, place in unreached.items() if top_level(place) in reserved}, reserved)
 
 
 def _ancestors(folder: str) -> list[str]:
@@ -207,7 +218,9 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
     unique = {places[path]: modules.contents[path] for path in reversed(shipped)}
-    stand_ins = _stand_ins(places, reached, oracle_names | {RUNNER_PACKAGE})
+    # The runner's package is importable in the child (the trusted runner's copy): nothing to stand in for
+    refusals = (*refusals, *_reserved(places, reached, set(request.reserved) - {RUNNER_PACKAGE}))
+    stand_ins = _stand_ins(places, reached, oracle_names | {RUNNER_PACKAGE, *request.reserved})
     stripped = await Get(
         Digest,
         CreateDigest(

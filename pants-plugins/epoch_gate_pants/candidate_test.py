@@ -36,6 +36,11 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
             "src/pkg/sub/engine.py": "",
             "src/other/__init__.py": "import helper\n",  # a package nothing imports: it does not ship
             "src/unrelated.py": "import helper\n",
+            "src/__fast__.py": "",  # names an import by a built name can ask for: each stands in too
+            "src/fast-path.py": "",
+            "src/ünï/__init__.py": "",
+            "src/a.b.py": "",  # a name with a dot: no import asks for it
+            "src/__world/x.py": "",  # under the gate's own folder: refused, neither shipped nor stood in for
             "src/epoch_gate/__init__.py": "",  # the runner's package: the trusted plugin's copy runs, never this
             "src/epoch_gate/runner/__init__.py": "",
             "src/epoch_gate/runner/judging.py": "def refused(*a):\n    return True\n",
@@ -49,7 +54,11 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
     oracle = rule_runner.request(Digest, [CreateDigest([FileContent("checks/props.py", predicates.encode())])])
     closure = rule_runner.request(
         CandidateClosure,
-        [CandidateClosureRequest(candidate, oracle, (("checks/props.py", "checks/props.py"),), ("payments_lib",))],
+        [
+            CandidateClosureRequest(
+                candidate, oracle, (("checks/props.py", "checks/props.py"),), ("payments_lib",), ("__world",)
+            )
+        ],
     )
     assert dict(closure.places) == {
         "src/payments_lib.py": "payments_lib.py",
@@ -62,10 +71,20 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
         "src/pkg/sub/__init__.py": "pkg/sub/__init__.py",
         "src/pkg/sub/engine.py": "pkg/sub/engine.py",
     }
-    assert [(r.code, r.path) for r in closure.refusals] == [(Code.PATH_NOT_REGULAR, "src/pkg/link.py")]
+    assert [(r.code, r.path) for r in closure.refusals] == [
+        (Code.PATH_NOT_REGULAR, "src/pkg/link.py"),
+        (Code.MODULE_SHADOWED, "src/__world/x.py"),
+    ]
     # What the suite's imports do not reach stands in by its name: imported by a name built at run time, it
     # ends the replay instead of being missing (which code could fall back from).
-    assert closure.stand_ins == ("elsewhere/__init__.py", "other/__init__.py", "unrelated.py")
+    assert closure.stand_ins == (
+        "__fast__.py",
+        "elsewhere/__init__.py",
+        "fast-path.py",
+        "other/__init__.py",
+        "unrelated.py",
+        "ünï/__init__.py",
+    )
     shipped = {c.path: c.content for c in rule_runner.request(DigestContents, [closure.stripped])}
     assert shipped["unrelated.py"] == unshipped_stub("unrelated") and shipped["other/__init__.py"] == unshipped_stub(
         "other"

@@ -65,6 +65,17 @@ from epoch_gate_pants.target_types import (
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
 REQUIREMENTS_DIR = "__requirements"
+# The top-level names of the gate's own in the replay's sandbox: nothing of the product's may be under them
+RESERVED_NAMES = (
+    RUNNER_PACKAGE,
+    RUNNER_DIR,
+    WORLD_DIR,
+    REPLAY_DIR,
+    MANIFEST_DIR,
+    REQUIREMENTS_DIR,
+    UNPACKED,
+    TOOLS_DIR,
+)
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
 # first, then the standard library, and nothing of the product. The runner starts one child process for
 # the product's code (epoch_gate.runner.child), which imports the sandbox's own files only under the
@@ -234,7 +245,9 @@ async def _candidate_code(
     )
     reached = await Get(
         CandidateClosure,
-        CandidateClosureRequest(candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product),
+        CandidateClosureRequest(
+            candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product, RESERVED_NAMES
+        ),
     )
     return oracle_placed, reached
 
@@ -251,6 +264,23 @@ async def _shipped_code(
     return await Get(Digest, DigestSubset(digest, PathGlobs(["**", f"!{RUNNER_PACKAGE}/**"])))
 
 
+def _unlisted(placed: dict[str, str], reached: Optional[CandidateClosure]) -> list[Reason]:
+    """The modules whose top-level name the runner's list of the product's names cannot carry (it is
+    comma-separated): imported by that name, the child would not find them and could fall back."""
+    stand_ins = {f"(stand-in) {path}": path for path in (reached.stand_ins if reached else ())}
+    return [
+        Reason(
+            Code.MODULE_SHADOWED,
+            path,
+            "a top-level module name without a comma",
+            top_level(stripped),
+            f"{path} has a name the replay cannot pass on to its child (a comma): rename it",
+        )
+        for path, stripped in sorted({**placed, **stand_ins}.items())
+        if "," in top_level(stripped)
+    ]
+
+
 @rule(desc="Place a suite's code and predicates for its replay", level=LogLevel.DEBUG)
 async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -> ReplaySources:
     unstripped, predicate_sources = await MultiGet(
@@ -264,10 +294,10 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     if request.candidate is not None:
         oracle_placed, reached = await _candidate_code(request.candidate, unstripped, placed, oracle)
         placed = {**oracle_placed, **dict(reached.places)}
-    reserved = ("epoch_gate", RUNNER_DIR, WORLD_DIR, REPLAY_DIR, MANIFEST_DIR, REQUIREMENTS_DIR, UNPACKED, TOOLS_DIR)
     refusals = (
         *(reached.refusals if reached else ()),
-        *shadowing(placed, reserved, oracle),
+        *shadowing(placed, RESERVED_NAMES, oracle),
+        *_unlisted(placed, reached),
         *unowned_predicates(request.manifest.check.catalog, predicate_places.values(), request.manifest.catalog_path),
     )
     if refusals:

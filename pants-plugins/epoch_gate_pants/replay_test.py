@@ -223,3 +223,18 @@ def test_the_replay_starts_as_many_children_as_configured(rule_runner: RuleRunne
     assert run.result is not None and run.result.exit_code == 0, run.result
     started = {line for line in run.result.stderr.decode().splitlines() if line.startswith("set up in ")}
     assert len(started) == children, run.result.stderr.decode()[-2000:]
+
+
+def test_a_module_whose_name_the_runner_cannot_list_is_refused() -> None:
+    """The runner's list of the product's top-level names is comma-separated: a name with a comma would
+    reach the child as two others, and an import of it would fail where production's finds it."""
+    from pants.engine.fs import EMPTY_DIGEST
+
+    from epoch_gate_pants.candidate import CandidateClosure
+
+    closure = CandidateClosure((), EMPTY_DIGEST, stand_ins=("x,y/__init__.py", "fine.py"))
+    reasons = replay._unlisted({"src/a,b.py": "a,b.py", "src/ok.py": "ok.py"}, closure)
+    assert [(r.code, r.path, r.found) for r in reasons] == [
+        (Code.MODULE_SHADOWED, "(stand-in) x,y/__init__.py", "x,y"),
+        (Code.MODULE_SHADOWED, "src/a,b.py", "a,b"),
+    ]

@@ -33,13 +33,14 @@ EXIT_UNSHIPPED, UNSHIPPED_MARK = 86, "epoch_gate-unshipped:"
 
 
 def unshipped_stub(name: str) -> bytes:
-    """The stand-in shipped for the candidate's top-level module `name`, which the suite's imports do not
-    reach: importing it ends the child at once (`os._exit`: no `except` can catch it and fall back)."""
-    assert all(part.isidentifier() for part in name.split("."))
+    """The stand-in shipped for the candidate's module `name` (any name an import by a built name could
+    ask for: a dunder, one that is not an identifier), which the suite's imports do not reach: importing
+    it ends the child at once (`os._exit`: no `except` can catch it and fall back)."""
+    said = f"\n{UNSHIPPED_MARK} {name}\n".encode()
     return (
-        f'"""epoch_gate: the candidate has a module {name}, which the suite\'s imports do not reach, so the\n'
-        'replay did not ship it. Importing it (by a name built at run time) ends the replay."""\n'
-        f'import os\nos.write(2, b"\\n{UNSHIPPED_MARK} {name}\\n")\nos._exit({EXIT_UNSHIPPED})\n'
+        '"""epoch_gate: a module of the candidate that the suite\'s imports do not reach, so the replay did\n'
+        'not ship it. Importing it (by a name built at run time) ends the replay."""\n'
+        f"import os\nos.write(2, {said!r})\nos._exit({EXIT_UNSHIPPED})\n"
     ).encode()
 
 

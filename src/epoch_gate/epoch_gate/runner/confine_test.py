@@ -102,6 +102,19 @@ def builds_a_name():
     except BaseException:
         return 1
 
+def builds_a_dunder_name():
+    try:
+        return __import__("__fast" + "path__").answer
+    except BaseException:
+        return 1
+
+def builds_a_dashed_name():
+    import importlib
+    try:
+        return importlib.import_module("fast-" + "path").answer
+    except BaseException:
+        return 1
+
 def looks(runner):
     found = {"pid": os.getpid(), "proc": os.path.exists("/proc/1"), "world": os.path.exists("world"),
              "checks": os.path.exists("hog_checks.py")}
@@ -203,21 +216,26 @@ def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(
 
 @pytest.mark.parametrize("jailed", [False, True] if BWRAP else [False])
 @pytest.mark.parametrize(
-    "stub, named",
+    "module, function, stub, named",
     [
-        (unshipped_stub("fastpath"), "fastpath"),
+        ("fastpath", "builds_a_name", unshipped_stub("fastpath"), "fastpath"),
+        ("__fastpath__", "builds_a_dunder_name", unshipped_stub("__fastpath__"), "__fastpath__"),
+        # Importable by a built name all the same; not an identifier, so not said
+        ("fast-path", "builds_a_dashed_name", unshipped_stub("fast-path"), "a module"),
         # The product's own words in the stub's place: not a module's name, so not said
         (
+            "fastpath",
+            "builds_a_name",
             b"import os, sys\nprint('epoch_gate-unshipped: all is well; ignore', file=sys.stderr)\nos._exit(86)\n",
             "a module",
         ),
     ],
 )
 def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(
-    tmp_path: Path, jailed: bool, stub: bytes, named: str
+    tmp_path: Path, jailed: bool, module: str, function: str, stub: bytes, named: str
 ) -> None:
-    (tmp_path / "fastpath.py").write_bytes(stub)
-    outcome = replay(tmp_path, "builds_a_name", jail=ChildJail(BWRAP) if jailed else None, names=("hog", "fastpath"))
+    (tmp_path / f"{module}.py").write_bytes(stub)
+    outcome = replay(tmp_path, function, jail=ChildJail(BWRAP) if jailed else None, names=("hog", module))
     assert (outcome.outcome, outcome.error_code, outcome.detail) == (
         "error",
         "replay-failed",
