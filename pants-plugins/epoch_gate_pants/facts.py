@@ -14,7 +14,7 @@ from epoch_gate.verdict.suite import Expected, Identities
 from epoch_gate.evidence.held_out import LOCAL, HeldOut
 from epoch_gate.verdict.judge import HeldOutFacts, SuiteFacts, SuiteOracle
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.runner.main import EXIT_CHILD_ENDED
+from epoch_gate.runner.main import EXIT_FAULT
 from epoch_gate.text import last_line
 from epoch_gate_pants.fixture import FixtureWorld
 from epoch_gate_pants.replay import ReplayRun
@@ -26,8 +26,11 @@ def _replayed(
     """A replay run's checked output, why it has none, and whether it came from a cache."""
     if run.result is None:
         return None, [], None
-    cached = run.result.metadata.source(run_id) is not ProcessResultMetadata.Source.RAN
-    if run.result.exit_code not in (0, EXIT_CHILD_ENDED):  # the latter judged, and never cached
+    # A fault (exit 3) is never cached, so it ran: the engine may hand back an earlier session's equal
+    # result, with that session's metadata, to what depends on it
+    ran = run.result.exit_code == EXIT_FAULT or run.result.metadata.source(run_id) is ProcessResultMetadata.Source.RAN
+    cached = not ran
+    if run.result.exit_code not in (0, EXIT_FAULT):  # a fault's: judged, never cached
         return (
             None,
             [

@@ -511,6 +511,30 @@ def test_a_replay_that_runs_again_is_reported_as_run_not_cached(repo: GateRepo) 
     assert [s["cached"] for s in suites(repo.gate().report)] == [True]
 
 
+def test_a_replay_ended_by_a_fault_is_judged_again_never_read_from_the_cache(repo: GateRepo, tmp_path: Path) -> None:
+    """A child killed from outside (here by itself, as the host's OOM killer or a stuck fork's end would)
+    is a fault of the run: `closed`, said so, and run again by the next gate (in one engine, as pantsd's),
+    where a verdict is read from the cache. The product, unjailed, counts its runs in a file outside."""
+    runs = tmp_path / "runs"
+    repo.write(
+        "src/payments_lib.py",
+        "import os, signal\n\ndef refundable(captured, refunded):\n"
+        f"    with open({str(runs)!r}, 'a') as counted:\n        counted.write('ran\\n')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n",
+    )
+    counts = []
+    for _ in range(2):
+        run = repo.gate()
+        assert_closed_with(run, "runner-protocol")
+        said = [r["message"] for r in reasons(run.report, "runner-protocol")]
+        assert said and all(
+            s.endswith("(a fault of the run, not a verdict: the next judgement replays it)") for s in said
+        )
+        assert [s["cached"] for s in suites(run.report)] == [False]
+        counts.append(runs.read_text().count("ran"))
+    assert counts[1] > counts[0] > 0, counts  # run again, not read from the engine's memory
+
+
 def test_trusted_mode_replays_a_suite_only_when_the_change_reaches_its_folders(repo: GateRepo) -> None:
     def replayed(files: dict[str, str]) -> bool:
         run = repo.gate(f"--gate-candidate={repo.candidate('reach', files)}")

@@ -96,7 +96,7 @@ def kill_orphans(spare: Iterable[int] = ()) -> None:
         for pid in children:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-    raise ChildFailed(Code.RUNNER_PROTOCOL, "the processes the child started would not end")
+    raise ChildFailed(Code.RUNNER_PROTOCOL, "the processes the child started would not end", fault=True)
 
 
 def _exits_within(pid: int, seconds: float) -> bool:
@@ -141,11 +141,21 @@ def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
 
 
 class ChildFailed(Exception):
-    """The child could not answer: its reason code and why."""
+    """The child could not answer: its reason code and why, and whether it is a fault of the run (an end
+    the runner cannot lay at a limit or the product's own word: a signal from outside, a crash, processes
+    that would not end), which is never a verdict to keep."""
 
-    def __init__(self, code: Code, detail: str) -> None:
+    def __init__(self, code: Code, detail: str, fault: bool = False) -> None:
         super().__init__(detail)
-        self.code, self.detail = code, detail
+        self.code, self.detail, self.fault = code, detail, fault
+
+
+FAULT = " (a fault of the run, not a verdict: the next judgement replays it)"
+
+
+def _said(detail: str, fault: bool) -> str:
+    """A failure's detail as the evidence says it: bounded, and a fault said to be one."""
+    return f"{detail[: 500 - len(FAULT)]}{FAULT}" if fault else detail[:500]
 
 
 class Fate:
@@ -214,15 +224,14 @@ class Channel:
         self.scopes += 1
         return self.scopes
 
-    def fail(self, code: Code, detail: str) -> ChildFailed:
+    def fail(self, code: Code, detail: str, fault: bool = False) -> ChildFailed:
         """Ends the child, and the replay's other children with it (every process below the runner): after
         a broken protocol, nothing more any of them says is evidence."""
         with self._fate.lock:
             if self._fate.first is None:
-                self._fate.first = ChildFailed(code, detail[:500])
-                self._fate.failure = ChildFailed(
-                    code, f"not evaluated: the replay's child failed earlier: {detail}"[:500]
-                )
+                self._fate.first = ChildFailed(code, _said(detail, fault), fault)
+                later = f"not evaluated: the replay's child failed earlier: {detail}"
+                self._fate.failure = ChildFailed(code, _said(later, fault), fault)
             first = self._fate.first
         if self._process.returncode is None:  # not reaped: its pid still names its process group
             self._kill_group()
@@ -262,8 +271,9 @@ class Channel:
         self._watch.output_ended()
         return self._process.returncode
 
-    def _ended(self, status: int) -> tuple[Code, str]:
-        """Why the child ended before its answers: a limit it went over, or an early exit."""
+    def _ended(self, status: int) -> tuple[Code, str, bool]:
+        """Why the child ended before its answers: a limit it went over, its own word, or an early exit
+        nothing names (a fault)."""
         # bubblewrap exits 128 + n when the process it started was killed by signal n
         signal_number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
         limit = self._fate.exceeded()
@@ -276,9 +286,10 @@ class Channel:
         ):
             limit = self._limits.cpu_limit()
         if limit is not None:
-            return Code.REPLAY_FAILED, f"the product went over {limit}"
+            return Code.REPLAY_FAILED, f"the product went over {limit}", False
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
-            return Code.REPLAY_FAILED, f"the product ran out of memory under {self._limits.address_space_limit()}"
+            memory = self._limits.address_space_limit()
+            return Code.REPLAY_FAILED, f"the product ran out of memory under {memory}", False
         if status == EXIT_UNSHIPPED:
             # The stub's line names the module; the product can print one too, so only a module's name is said
             said = [
@@ -287,12 +298,16 @@ class Channel:
                 if line.startswith(UNSHIPPED_MARK + " ")
             ]
             named = said[-1] if said and all(part.isidentifier() for part in said[-1].split(".")) else "a module"
-            return Code.REPLAY_FAILED, (
-                f"the product imported {named} of the candidate, which the suite's imports "
-                "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
-                "(an import, or its name as a string literal) so that it ships"
+            return (
+                Code.REPLAY_FAILED,
+                (
+                    f"the product imported {named} of the candidate, which the suite's imports "
+                    "do not reach (a name built at run time?), so the replay did not ship it: name it in the code "
+                    "(an import, or its name as a string literal) so that it ships"
+                ),
+                False,
             )
-        return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})"
+        return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})", True
 
     def healthy(self) -> bool:
         return self._fate.failure is None
@@ -330,9 +345,9 @@ class Channel:
         try:
             status = self._end()
         except ChildFailed as failed:  # what it left behind would not end
-            return self.fail(failed.code, failed.detail)
-        code, why = self._ended(status)
-        return self.fail(code, why + when if code is Code.RUNNER_PROTOCOL else why)
+            return self.fail(failed.code, failed.detail, failed.fault)
+        code, why, fault = self._ended(status)
+        return self.fail(code, why + when if code is Code.RUNNER_PROTOCOL else why, fault)
 
     def broke(self, why: str) -> ChildFailed:
         return self.fail(Code.RUNNER_PROTOCOL, f"the child broke the protocol: {why}")
@@ -370,7 +385,7 @@ class Channel:
                 status = self._end()
             self._end()
         except ChildFailed as failed:
-            return problem, status, self.fail(failed.code, failed.detail)
+            return problem, status, self.fail(failed.code, failed.detail, failed.fault)
         return problem, status, None
 
     def _conclude(self, problem: str, status: int) -> Optional[ChildFailed]:
@@ -379,9 +394,10 @@ class Channel:
         carry that one)."""
         process = self._process
         assert process.stdout is not None
+        fault = bool(problem)  # it stopped reading its calls
         if self._fate.failure is None:
             if process.stdout.read(1):
-                problem = "the child wrote more than its answers on the protocol channel"
+                problem, fault = "the child wrote more than its answers on the protocol channel", False
             if self._late and not problem:
                 problem = f"the child did not exit within {EXIT_GRACE:g} s of its last answer"
             if status and not problem:
@@ -391,7 +407,7 @@ class Channel:
         exceeded = self._fate.exceeded()
         if self._fate.failure is None and exceeded:
             return self.fail(Code.REPLAY_FAILED, f"the product went over {exceeded}")
-        return self.fail(Code.RUNNER_PROTOCOL, problem) if problem else None
+        return self.fail(Code.RUNNER_PROTOCOL, problem, fault) if problem else None
 
     def _pass_on_output(self) -> None:
         """What the product printed, the first KEPT_OUTPUT bytes of it, on the runner's own stderr."""

@@ -20,6 +20,7 @@ from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import confine, parent
 from epoch_gate.runner.child import unshipped_stub
+from epoch_gate.runner.channel import FAULT
 from epoch_gate.runner.confine import ChildJail, Limits
 
 MiB = 1 << 20
@@ -198,7 +199,7 @@ PROCESSES = "went over its process limit (16 processes and threads at once, [pro
             "went over a stop: one of its processes was stopped (SIGSTOP), which would hold " "the replay",
         ),
         # The exit status alone names no limit: the product chooses it.
-        ("fakes_a_limit", "runner-protocol", "the child ended early (exit 152)"),
+        ("fakes_a_limit", "runner-protocol", "the child ended early (exit 152)" + FAULT),
     ],
 )
 def test_product_code_over_a_limit_ends_the_replay_naming_the_limit(
@@ -292,7 +293,7 @@ def test_in_its_own_jail_the_child_sees_and_reaches_nothing_of_the_runner(tmp_pa
     "function, detail",
     [
         ("computes", "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"),
-        ("fakes_a_limit", "the child ended early (exit 152)"),
+        ("fakes_a_limit", "the child ended early (exit 152)" + FAULT),
         ("forks", f"the product {PROCESSES}"),
     ],
 )

@@ -3,8 +3,8 @@
 Only the runner package and the core modules it imports are shipped into the sandbox (the plugin's
 runner rule derives them), so editing the report, the CLI or the gate's judgement leaves every cached
 replay valid.
-Exit 0 done (each property's outcome is in the summary), 3 done but a child ended before its answers (a
-fault of the product or of the host, never a verdict to cache: Pants caches only exit 0), 1 refused (the
+Exit 0 done (each property's outcome is in the summary), 3 done but a child's end was a fault of the run
+(`channel.ChildFailed.fault`: never a verdict to cache, and Pants caches only exit 0), 1 refused (the
 reason is printed), 64 usage.
 """
 
@@ -20,14 +20,12 @@ from epoch_gate.evidence.manifest import load_manifest
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
 from epoch_gate.runner import parent
-from epoch_gate.runner.channel import ChildFailed
+from epoch_gate.runner.channel import ChildFailed, Fate
 from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
-EXIT_CHILD_ENDED = 3
-# What a child that ended before its answers leaves on a property: the outcome of that run, not of the tree
-CHILD_ENDED = frozenset({Code.REPLAY_FAILED.value, Code.RUNNER_PROTOCOL.value})
+EXIT_FAULT = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,6 +120,7 @@ def run_replay(args: argparse.Namespace) -> int:
         limits,
         children=args.children,
     )
+    fate = Fate()
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
         result = parent.run(
@@ -133,6 +132,7 @@ def run_replay(args: argparse.Namespace) -> int:
             child=child,
             max_witnesses=args.max_witnesses,
             product_setup=args.product_setup or "",
+            fate=fate,
         )
     except EvidenceError as error:
         r = error.reason
@@ -148,8 +148,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return 1
     for prop in result.properties:
         print(printable(f"{prop.summary()} {prop.detail}".rstrip()))
-    ended = any(prop.outcome == "error" and prop.error_code in CHILD_ENDED for prop in result.properties)
-    return EXIT_CHILD_ENDED if ended else 0
+    return EXIT_FAULT if fate.first is not None and fate.first.fault else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

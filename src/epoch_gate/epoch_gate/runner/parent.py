@@ -364,6 +364,7 @@ def run(
     child: Child,
     max_witnesses: int = 1,
     product_setup: str = "",
+    fate: Optional[Fate] = None,
 ) -> ReplayResult:
     # Everything the parent reads from the sandbox is read before the child starts: the world (hashed and
     # streamed from the same bytes) and the predicates; then the sandbox leaves the import path.
@@ -379,7 +380,7 @@ def run(
     close_imports(child.sandbox)
     product_names = set(child.sandbox_names) - set(child.oracle_names)
     guard_parent()
-    fate = Fate()
+    fate = fate or Fate()  # the caller's, to learn whether a child's end was a fault
     channels: list[Channel] = []
     try:
         available = cores()

@@ -13,7 +13,7 @@ from epoch_gate.evidence.observations import load_observations, observation_id
 from epoch_gate.evidence.replay_result import ReplayResult
 from epoch_gate.reasons import Code
 from epoch_gate.runner import main
-from epoch_gate.runner.channel import ChildFailed
+from epoch_gate.runner.channel import FAULT, ChildFailed
 from epoch_gate.runner import parent as replay
 from epoch_gate.evidence.world import world_sha256
 
@@ -274,16 +274,18 @@ def test_the_runner_refuses_a_set_up_that_is_not_module_function(setup: str, cap
 
 
 @pytest.mark.parametrize(("name", "status"), [("positive", 0), ("product_raises", 0), ("vanishes", 3)])
-def test_a_replay_whose_child_ended_before_its_answers_exits_3_so_that_it_is_never_cached(
+def test_a_replay_whose_child_ended_for_no_named_cause_exits_3_so_that_it_is_never_cached(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, status: int
 ) -> None:
-    """A verdict (pass, fail) exits 0 and Pants may cache it; a child that ended early (a limit, a crash,
-    a kill from outside) is the run's fault, written as evidence all the same, but never cached."""
+    """A verdict (pass, fail) exits 0 and Pants may cache it; a child that ended early for no cause the
+    runner can name (a crash, a kill from outside) is a fault of the run, written as evidence all the same
+    and said so, but never cached."""
     manifest = sample(Catalog((Property(name, "payments", f"replay_preds:{name}", "p."),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     out = tmp_path / "out"
     monkeypatch.chdir(world.parent / "preds")
     argv = ["replay", f"--manifest={tmp_path / 'manifest.json'}", f"--world={world}", "--suite=s", "--epoch-id=e1"]
     argv += [f"--out={out}", "--sandbox-names=replay_app,replay_preds", "--oracle-names=replay_preds"]
-    assert main.main(argv) == status == main.EXIT_CHILD_ENDED * (name == "vanishes")
-    assert check_replay({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}, "s").result is not None
+    assert main.main(argv) == status == main.EXIT_FAULT * (name == "vanishes")
+    result = check_replay({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}, "s").result
+    assert result is not None and result.properties[0].detail.endswith(FAULT) == (name == "vanishes")
