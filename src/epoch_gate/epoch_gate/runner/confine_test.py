@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -21,12 +22,13 @@ from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner import confine, parent
 from epoch_gate.runner.child import unshipped_stub
 from epoch_gate.runner.channel import FAULT
-from epoch_gate.runner.confine import ChildJail, Limits
+from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
 
 MiB = 1 << 20
 SMALL = Limits(memory=1024 * MiB, processes=16, open_files=256, output=1 * MiB, cpu_seconds=2)
-# Set by pants.toml's [test].extra_env_vars to where the launcher provisions bubblewrap.
+# Set by pants.toml's [test].extra_env_vars to where the launcher provisions bubblewrap and libfaketime.
 BWRAP = os.environ.get("EPOCH_GATE_BWRAP", "")
+FAKETIME = os.environ.get("EPOCH_GATE_FAKETIME", "")
 
 HOGS = """
 import os, time
@@ -95,6 +97,9 @@ def fills_tmp():
             for _ in range(100):
                 big.write(b"x" * (1 << 20))
     return 1
+
+def clock():
+    return time.time()
 
 def builds_a_name():
     import importlib
@@ -372,3 +377,42 @@ def test_the_childs_jail_gets_the_stopped_clock_from_the_runners_child_only_vari
     setenv = [tuple(args[i + 1 : i + 3]) for i, a in enumerate(args) if a == "--setenv"]
     assert setenv == [("FAKETIME", "2000-01-01 00:00:00"), ("LD_PRELOAD", "/sb/__isolation/libfaketime.so.1")]
     assert ("--ro-bind", "/sb/__isolation/libfaketime.so.1") in zip(args, args[1:])
+
+
+@pytest.mark.skipif(not (BWRAP and FAKETIME), reason="no bubblewrap or libfaketime ([test].extra_env_vars)")
+def test_many_children_start_under_load_with_the_stopped_clock_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The children start from a runner whose watch threads already run; libfaketime is in the children
+    alone (a fork from a threaded process under it can deadlock), so every start ends, and soon, however
+    busy the machine. Each child reads the stopped clock; the runner reads the host's."""
+    monkeypatch.setenv(f"{CHILD_CLOCK}LD_PRELOAD", FAKETIME)
+    monkeypatch.setenv(f"{CHILD_CLOCK}FAKETIME", "2000-01-01 00:00:00")
+    checks = "def judged(record, product):\n    return product.hog.clock() == 946684800.0\n"
+    busy = threading.Event()
+
+    def load() -> None:  # the runner's own process kept busy while it forks
+        while not busy.is_set():
+            sum(range(10_000))
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    try:
+        for round in range(4):
+            started = time.monotonic()
+            child = parent.Child(
+                tmp_path, ("hog",), oracle_names=("hog_checks",), jail=ChildJail(BWRAP), children=MAX_CHILDREN
+            )
+            world, out = tmp_path / f"world{round}", tmp_path / f"out{round}"
+            world.mkdir()
+            (world / "orders.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(16)))
+            (tmp_path / "hog.py").write_text(HOGS)
+            (tmp_path / "hog_checks.py").write_text(checks)
+            sys.modules.pop("hog_checks", None)
+            manifest = sample(Catalog((Property("judged", "orders", "hog_checks:judged", "judged."),)), 1, 1)
+            (outcome,) = parent.run(manifest, world, out, suite="suite", epoch_id="e1", child=child).properties
+            assert (outcome.outcome, outcome.records) == ("pass", 16), outcome
+            assert time.monotonic() - started < 60
+    finally:
+        busy.set()
+    assert time.time() > 1.7e9  # the runner's clock is the host's
