@@ -234,8 +234,8 @@ class SampledPropertiesSubsystem(Subsystem):
         help=help_text(
             """
             Bytes of memory the replay's product code may use: the address space of each of its
-            processes and the size of any file it writes; the resident memory and open memfds of all of
-            them together; and its `/tmp` (with bubblewrap 0.7 and later). Going over it is
+            processes and the size of any file it writes; the resident memory, open memfds and jails'
+            `/tmp` (each sized so, with bubblewrap 0.7 and later) of all of them together. Going over it is
             `replay-failed` naming the limit. The answers the replay's judge holds at once may take no
             more, by an estimate from their text that errs high.
             """
@@ -266,6 +266,19 @@ class SampledPropertiesSubsystem(Subsystem):
         help="CPU seconds each process of the replay's product code may use: `replay-failed` beyond it.",
     )
 
+    host_memory_reserve_bytes = IntOption(
+        default=_LIMITS.host_reserve,
+        advanced=True,
+        help=help_text(
+            """
+            Bytes of the host's memory (its MemAvailable) every replay leaves, whatever runs at once: the
+            memory a gate's jails hold in all (each replay's `child_memory_bytes`, its jails' `/tmp`
+            included) never takes the host under it. A replay that sees less stops, and its properties
+            are `replay-failed`, a fault of the run: never cached, judged afresh the next time.
+            """
+        ),
+    )
+
     @property
     def replay_children(self) -> int:
         """`children`, within what a replay takes (1 to `confine.MAX_CHILDREN`)."""
@@ -279,6 +292,7 @@ class SampledPropertiesSubsystem(Subsystem):
             open_files=self.child_open_files,
             output=self.child_output_bytes,
             cpu_seconds=self.child_cpu_seconds,
+            host_reserve=self.host_memory_reserve_bytes,
         )
 
     remote_cache_speculation_delay = IntOption(

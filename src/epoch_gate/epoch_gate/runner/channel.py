@@ -171,10 +171,10 @@ class Fate:
         self.alive: set[int] = set()  # the children's pids, until each is reaped
         self.watches: list[Watch] = []
 
-    def exceeded(self) -> Optional[str]:
-        """The first limit any child's watch saw exceeded: its kill ended every child, so it is why each
-        of them ended."""
-        return next((watch.exceeded for watch in self.watches if watch.exceeded), None)
+    def exceeded(self) -> Optional[Watch]:
+        """The watch that first saw a limit exceeded: its kill ended every child, so it is why each of them
+        ended."""
+        return next((watch for watch in self.watches if watch.exceeded), None)
 
 
 class Channel:
@@ -276,17 +276,16 @@ class Channel:
         nothing names (a fault)."""
         # bubblewrap exits 128 + n when the process it started was killed by signal n
         signal_number = -status if status < 0 else status - 128 if 128 < status < 128 + 65 else 0
-        limit = self._fate.exceeded()
+        watched = self._fate.exceeded()
+        if watched is not None:
+            return Code.REPLAY_FAILED, f"the product went over {watched.exceeded}", watched.fault
         # A limit the kernel enforces is named only on the parent's own evidence, the CPU time the child's
         # processes used; the exit status alone is the product's to choose.
         if (
-            limit is None
-            and signal_number in (signal.SIGXCPU, signal.SIGKILL)
+            signal_number in (signal.SIGXCPU, signal.SIGKILL)
             and self._cpu_seconds >= self._limits.cpu_seconds * CPU_ACCOUNTED
         ):
-            limit = self._limits.cpu_limit()
-        if limit is not None:
-            return Code.REPLAY_FAILED, f"the product went over {limit}", False
+            return Code.REPLAY_FAILED, f"the product went over {self._limits.cpu_limit()}", False
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
             memory = self._limits.address_space_limit()
             return Code.REPLAY_FAILED, f"the product ran out of memory under {memory}", False
@@ -404,9 +403,9 @@ class Channel:
                 problem = f"the child exited {status} after its answers"
         process.stdout.close()
         self._pass_on_output()
-        exceeded = self._fate.exceeded()
-        if self._fate.failure is None and exceeded:
-            return self.fail(Code.REPLAY_FAILED, f"the product went over {exceeded}")
+        watched = self._fate.exceeded()
+        if self._fate.failure is None and watched is not None:
+            return self.fail(Code.REPLAY_FAILED, f"the product went over {watched.exceeded}", watched.fault)
         return self.fail(Code.RUNNER_PROTOCOL, problem, fault) if problem else None
 
     def _pass_on_output(self) -> None:

@@ -35,7 +35,7 @@ KEPT_OUTPUT = 64 * 1024  # of the child's output, what the runner passes on to i
 @dataclass(frozen=True)
 class Limits:
     """What the child's process tree may use. `memory`: bytes of address space per process, of any one file
-    it writes, of its /tmp, and of the whole tree's resident memory and open memfds; `processes`: processes
+    it writes, and of the whole tree's resident memory, open memfds and jails' /tmp; `processes`: processes
     and threads alive at once; `open_files`: per process; `output`: bytes written to stdout and stderr by
     the whole tree; `cpu_seconds`: per process."""
 
@@ -44,6 +44,9 @@ class Limits:
     open_files: int = 1024
     output: int = 16 * MiB
     cpu_seconds: int = 900
+    # Not the product's: the host's available memory (MemAvailable) every replay leaves, whatever runs at
+    # once; under it each replay stops, a fault of the run (the product is not alone on the host)
+    host_reserve: int = 2048 * MiB
 
     def apply(self) -> None:
         """In the child before it runs anything (Popen's preexec_fn): the per-process limits, which it and
@@ -79,7 +82,16 @@ class Limits:
         )
 
     def resident_limit(self) -> str:
-        return f"its memory limit ({self.memory} bytes resident and in memfds, [property-replay].child_memory_bytes)"
+        return (
+            f"its memory limit ({self.memory} bytes resident, in memfds and in /tmp, "
+            "[property-replay].child_memory_bytes)"
+        )
+
+    def host_limit(self) -> str:
+        return (
+            f"the host's memory reserve (the replay stops when under {self.host_reserve} bytes are available, "
+            "[property-replay].host_memory_reserve_bytes)"
+        )
 
     def process_limit(self) -> str:
         return f"its process limit ({self.processes} processes and threads at once, [property-replay].child_processes)"
@@ -161,6 +173,35 @@ def _state(pid: int) -> bytes:
         return b"X"
 
 
+def _tmp_bytes(tree: list[tuple[int, int]], own: int) -> int:
+    """What the children's jails hold in their /tmp (each a tmpfs of its own: memory), read through a
+    process of each jail; the runner's own /tmp (device `own`) is not theirs."""
+    seen, total = {own}, 0
+    for pid, _ in tree:
+        try:
+            device = os.stat(f"/proc/{pid}/root/tmp").st_dev
+            if device in seen:
+                continue
+            found = os.statvfs(f"/proc/{pid}/root/tmp")
+        except OSError:  # gone, or not readable: its /tmp is still bounded by its size
+            continue
+        seen.add(device)
+        total += (found.f_blocks - found.f_bfree) * found.f_frsize
+    return total
+
+
+def _available() -> Optional[int]:
+    """The host's available memory (MemAvailable), None when it cannot be read."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _memory(pid: int) -> int:
     """Resident bytes, and the bytes of every memfd it holds open (memory no mapping shows)."""
     total = 0
@@ -182,6 +223,7 @@ class Watch:
     def __init__(self, limits: Limits, output: BinaryIO, group: int) -> None:
         self.limits, self.group = limits, group
         self.exceeded: Optional[str] = None
+        self.fault = False  # what it saw is the host's, not the product's (`Limits.host_reserve`)
         self.kept = bytearray()
         self._output = output
         self._reaped = False  # the child's group id is free for reuse: never kill by it again
@@ -194,10 +236,10 @@ class Watch:
         for thread in self._threads:
             thread.start()
 
-    def over(self, why: str) -> None:
+    def over(self, why: str, fault: bool = False) -> None:
         with self._lock:
             if self.exceeded is None:
-                self.exceeded = why
+                self.exceeded, self.fault = why, fault
             if not self._reaped:  # the child's group first: atomic against its forks
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.group, signal.SIGKILL)
@@ -233,14 +275,17 @@ class Watch:
                 return
 
     def _poll(self) -> None:
-        me, stopped = os.getpid(), set()
+        me, stopped, own_tmp = os.getpid(), set(), os.stat("/tmp").st_dev
         while not self._done.wait(POLL_SECONDS):
             tree = _tree(me)
             now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
+            available = _available()
             if sum(threads for _, threads in tree) > self.limits.processes:
                 self.over(self.limits.process_limit())
-            elif sum(_memory(pid) for pid, _ in tree) > self.limits.memory:
+            elif sum(_memory(pid) for pid, _ in tree) + _tmp_bytes(tree, own_tmp) > self.limits.memory:
                 self.over(self.limits.resident_limit())
+            elif available is not None and available < self.limits.host_reserve:
+                self.over(self.limits.host_limit(), fault=True)
             elif now_stopped & stopped:  # stopped for a whole poll: it would hold the replay until its timeout
                 self.over("a stop: one of its processes was stopped (SIGSTOP), which would hold the replay")
             stopped = now_stopped

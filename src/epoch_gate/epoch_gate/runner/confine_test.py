@@ -101,6 +101,10 @@ def fills_tmp():
 def clock():
     return time.time()
 
+def lingers_in_a_call():
+    time.sleep(30)
+    return 1
+
 def builds_a_name():
     import importlib
     try:
@@ -185,7 +189,7 @@ PROCESSES = "went over its process limit (16 processes and threads at once, [pro
         (
             "memfds",
             "replay-failed",
-            "went over its memory limit (1073741824 bytes resident and in memfds, "
+            "went over its memory limit (1073741824 bytes resident, in memfds and in /tmp, "
             "[property-replay].child_memory_bytes)",
         ),
         (
@@ -307,12 +311,16 @@ def test_in_its_own_jail_a_limit_is_named_on_the_runners_evidence(tmp_path: Path
 
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
-def test_in_its_own_jail_the_childs_tmp_is_bounded_and_nothing_else_is_writable(tmp_path: Path) -> None:
+def test_in_its_own_jail_the_childs_tmp_is_memory_it_uses_and_nothing_else_is_writable(tmp_path: Path) -> None:
+    """A tmpfs is memory: what the child keeps in its /tmp counts with its resident memory (the tmpfs is
+    sized to the limit too, so the host never holds more than the limit in it)."""
     limits = Limits(memory=1024 * MiB, processes=16, open_files=256, output=MiB, cpu_seconds=60)
     outcome = replay(tmp_path, "fills_tmp", limits, ChildJail(BWRAP))  # 2 GiB into a /tmp of 1 GiB
-    assert (outcome.outcome, outcome.detail) == (
-        "fail",
-        "the product raised OSError: [Errno 28] No space left on device",
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error",
+        "replay-failed",
+        "the product went over its memory limit (1073741824 bytes resident, in memfds and in /tmp, "
+        "[property-replay].child_memory_bytes)",
     )
 
 
@@ -416,3 +424,15 @@ def test_many_children_start_under_load_with_the_stopped_clock_in_bounded_time(
     finally:
         busy.set()
     assert time.time() > 1.7e9  # the runner's clock is the host's
+
+
+def test_a_host_short_of_memory_stops_the_replay_as_a_fault(tmp_path: Path) -> None:
+    """The host's reserve is not the product's limit: under it every replay stops, and the stop is a fault
+    of the run (never cached), whatever the product used."""
+    limits = dataclasses.replace(SMALL, cpu_seconds=60, host_reserve=1 << 60)  # more than any host has
+    outcome = replay(tmp_path, "lingers_in_a_call", limits)
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error",
+        "replay-failed",
+        f"the product went over {limits.host_limit()}{FAULT}",
+    )
