@@ -15,7 +15,10 @@ from typing import Any, NamedTuple, Optional
 
 import pytest
 from pants.backend.python import target_types_rules
-from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.backend.python.macros import python_requirements
+from pants.backend.python.macros.python_requirements import PythonRequirementsTargetGenerator
+from pants.backend.python.target_types import PythonRequirementTarget, PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.core.target_types import TargetGeneratorSourcesHelperTarget
 from pants.backend.python.util_rules import pex_from_targets, python_sources
 from pants.core.goals import tailor, test
 from pants.core.util_rules import source_files, stripped_source_files
@@ -94,10 +97,18 @@ PANTS_RULES = (
     *target_types_rules.rules(),
     *test.rules(),
     *tailor.rules(),
+    *python_requirements.rules(),
 )
 # `runner_options` sets the jail's tools' options for every runner: their subsystems must be registered.
 CONFIGURED_SUBSYSTEMS = (*Bubblewrap.rules(), *Libfaketime.rules())
-TARGET_TYPES = (*target_types(), PythonSourcesGeneratorTarget, PythonSourceTarget)
+TARGET_TYPES = (
+    *target_types(),
+    PythonSourcesGeneratorTarget,
+    PythonSourceTarget,
+    PythonRequirementTarget,
+    PythonRequirementsTargetGenerator,
+    TargetGeneratorSourcesHelperTarget,
+)
 
 
 # -- the example --------------------------------------------------------------------------------

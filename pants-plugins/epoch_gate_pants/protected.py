@@ -7,7 +7,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.backend.python.target_types import PythonRequirementsField
 from pants.base.build_root import BuildRoot
+from pants.core.target_types import TargetGeneratorSourcesHelperSourcesField, TargetGeneratorSourcesHelperTarget
 from pants.build_graph.address import BuildFileAddress, BuildFileAddressRequest
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets, HydratedSources, HydrateSourcesRequest, SourcesField
@@ -37,9 +40,27 @@ CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc", ".env", ".pants.bootstrap
 class ProtectedPaths:
     paths: tuple[str, ...]
     globs: tuple[str, ...]
+    requirements: tuple[str, ...] = ()  # what the product is installed with (`_requirement_paths`)
 
     def as_set(self) -> ProtectedSet:
-        return ProtectedSet(frozenset(self.paths), self.globs)
+        return ProtectedSet(frozenset(self.paths), self.globs, frozenset(self.requirements))
+
+
+async def _requirement_paths(all_targets: AllTargets, python_setup: PythonSetup) -> set[str]:
+    """What the product is installed with, from the options system and the build graph: each resolve's
+    lockfile, the files requirement targets are generated from (requirements.txt, pyproject.toml,
+    Pipfile.lock) and, without resolves, the BUILD files declaring requirements, whose strings then decide."""
+    found = set(python_setup.resolves.values()) if python_setup.enable_resolves else set()
+    helpers = [t for t in all_targets if isinstance(t, TargetGeneratorSourcesHelperTarget)]
+    found |= {path for t in helpers if (path := t[TargetGeneratorSourcesHelperSourcesField].file_path)}
+    if not python_setup.enable_resolves:
+        declaring = [t for t in all_targets if t.has_field(PythonRequirementsField)]
+        build_files = await MultiGet(
+            Get(BuildFileAddress, BuildFileAddressRequest(t.address, description_of_origin="epoch_gate"))
+            for t in declaring
+        )
+        found |= {b.rel_path for b in build_files}
+    return found
 
 
 def _in_tree_package(module_file: str, build_root: str) -> list[str]:
@@ -59,7 +80,7 @@ def _configuration(global_options: GlobalOptions, build_root: str) -> set[str]:
 
 @rule(desc="Derive the protected set", level=LogLevel.DEBUG)
 async def derive_protected_set(
-    all_targets: AllTargets, gate: GateSubsystem, global_options: GlobalOptions
+    all_targets: AllTargets, gate: GateSubsystem, global_options: GlobalOptions, python_setup: PythonSetup
 ) -> ProtectedPaths:
     oracle = [t for t in all_targets if isinstance(t, ORACLE_TARGETS)]
     fields = [field for t in oracle for field in t.field_values.values() if isinstance(field, SourcesField)]
@@ -97,7 +118,8 @@ async def derive_protected_set(
     # git's ignore and attribute files above any protected folder can rewrite its bytes on checkout.
     plain = [g.rstrip("/") for g in globs if g.endswith("/") and not any(c in g for c in "*?[")]
     globs |= shaping_files(plain, ())
-    return ProtectedPaths(tuple(sorted(paths - globs)), tuple(sorted(globs)))
+    requirements = await _requirement_paths(all_targets, python_setup)
+    return ProtectedPaths(tuple(sorted(paths - globs)), tuple(sorted(globs)), tuple(sorted(requirements)))
 
 
 def rules() -> list:

@@ -64,3 +64,33 @@ def test_a_pants_config_file_named_by_the_options_is_protected(rule_runner: Rule
     )
     guarded = rule_runner.request(ProtectedPaths, []).as_set()
     assert guarded.matches("ci/extra.toml") and guarded.matches("ci/gate.rc")
+
+
+def test_what_the_product_is_installed_with_is_a_requirement_path(rule_runner: RuleRunner) -> None:
+    """Each resolve's lockfile, and the files requirements are generated from: a change to them is a
+    dependency change (`requirements-changed`); without resolves, the BUILD files declaring requirements
+    too, whose strings then decide what is installed."""
+    write_repo(rule_runner)
+    rule_runner.write_files(
+        {
+            "3rdparty/BUILD": 'python_requirement(name="inline", requirements=["attrs==23.1.0"])\n',
+            "3rdparty/default.lock": "",
+        }
+    )
+    configure(rule_runner, "--python-enable-resolves", "--python-resolves={'python-default': '3rdparty/default.lock'}")
+    found = rule_runner.request(ProtectedPaths, [])
+    assert found.requirements == ("3rdparty/default.lock",)
+    assert found.as_set().matches("3rdparty/default.lock") and not found.as_set().matches("3rdparty/BUILD")
+
+    rule_runner.write_files(
+        {
+            "3rdparty/python/BUILD": 'python_requirements(name="reqs", source="reqs.txt")\n',
+            "3rdparty/python/reqs.txt": "pyyaml==6.0.1\n",
+        }
+    )
+    configure(rule_runner, "--no-python-enable-resolves")
+    assert rule_runner.request(ProtectedPaths, []).requirements == (
+        "3rdparty/BUILD",
+        "3rdparty/python/BUILD",
+        "3rdparty/python/reqs.txt",
+    )

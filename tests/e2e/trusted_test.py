@@ -316,24 +316,28 @@ def test_without_a_jail_trusted_mode_is_closed_unless_an_unjailed_verdict_is_acc
 
 
 # The uncapped discount in a new top-level module that the product imports by a name built at run time,
-# falling back to the correct code when the module is missing (issue 26): the scanner cannot see the name.
+# falling back to the correct code when the module is missing (issues 26 and 44): the scanner cannot see
+# the name, and a dunder name is a module name all the same.
 FASTPATH = """
 import importlib as _importlib
 
 try:
-    _discount = _importlib.import_module("fast" + "path").discount
+    _discount = _importlib.import_module("{head}" + "{tail}").discount
 except ImportError:
     pass
 """
 
 
-def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(example: Repo, judge: Repo) -> None:
+@pytest.mark.parametrize("module", ["fastpath", "__fastpath__"])
+def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(
+    example: Repo, judge: Repo, module: str
+) -> None:
     source = (example.root / "src/orders/orders/totals.py").read_text()
     commit = example.candidate(
-        "fastpath",
+        module,
         files={
-            "src/orders/orders/totals.py": source + FASTPATH,
-            "src/orders/fastpath.py": "from orders.totals import _percent_of\n\n\n"
+            "src/orders/orders/totals.py": source + FASTPATH.format(head=module[:4], tail=module[4:]),
+            f"src/orders/{module}.py": "from orders.totals import _percent_of\n\n\n"
             "def discount(amount, bp, fixed):\n    return _percent_of(amount, bp) + fixed\n",
         },
     )
@@ -341,7 +345,25 @@ def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(exa
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     orders = run.suite("checks:orders_properties")
     assert {r["code"] for r in orders["reasons"]} == {"replay-failed"}, run.stdout
-    assert any("the product imported fastpath of the candidate" in r["message"] for r in orders["reasons"]), run.stdout
+    said = f"the product imported {module} of the candidate"
+    assert any(said in r["message"] for r in orders["reasons"]), run.stdout
+
+
+@pytest.mark.parametrize("direction", ["downgrade", "upgrade"])
+def test_a_lockfile_change_is_judged_as_a_dependency_change(example: Repo, judge: Repo, direction: str) -> None:
+    """The replay installs the base's resolve: a change that moves a locked version (a downgrade whose old
+    behaviour the product's new code relies on, or an honest upgrade) lands on its own first."""
+    lockfile = example.root / "3rdparty/python/python-default.lock"
+    text = lockfile.read_text()
+    moved = text.replace(
+        '"version": "26.1.0"', '"version": "25.1.0"' if direction == "downgrade" else '"version": "26.2.0"'
+    )
+    assert moved != text
+    commit = example.candidate(f"lock-{direction}", files={"3rdparty/python/python-default.lock": moved})
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    found = [(r["code"], r["path"]) for r in run.report["reasons"]]
+    assert found == [("requirements-changed", "3rdparty/python/python-default.lock")], run.stdout
 
 
 def test_the_ci_script_refuses_a_short_trusted_ref(repo: Repo) -> None:

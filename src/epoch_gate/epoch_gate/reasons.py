@@ -18,6 +18,7 @@ class Code(enum.Enum):
 
     # The changed set against the protected set.
     PROTECTED_PATH_CHANGED = "protected-path-changed"
+    REQUIREMENTS_CHANGED = "requirements-changed"  # a lockfile or requirements file: what lands is not what ran
     CHANGED_SET_UNAVAILABLE = "changed-set-unavailable"
     BASE_UNTRUSTED = "base-untrusted"
     BASE_UNPROVABLE = "base-unprovable"
@@ -93,6 +94,8 @@ _REPLAY_AGAIN = "delete it and run the replay again"
 _ADVICE = {
     Code.PROTECTED_PATH_CHANGED: "This is an oracle change: land it on its own, approved by the oracle's reviewers "
     "(`pants gate-codeowners`), or revert it.",
+    Code.REQUIREMENTS_CHANGED: "Land the dependency change on its own first, reviewed as one; then judge this "
+    "change against it.",
     Code.CHANGED_SET_UNAVAILABLE: "Give the gate a base it can diff against (a full clone, `--changed-since=<rev>`), "
     "then run it again.",
     Code.BASE_UNTRUSTED: "Judge against reviewed history: `git fetch origin main`, or a base reachable from "

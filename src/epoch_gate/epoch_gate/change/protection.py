@@ -22,16 +22,19 @@ from epoch_gate.text import from_os
 
 @dataclass(frozen=True)
 class ProtectedSet:
-    """Exact paths (derived from the build graph) plus globs (`*`, `?`, `**`; a trailing `/` is a folder)."""
+    """Exact paths (derived from the build graph) plus globs (`*`, `?`, `**`; a trailing `/` is a folder),
+    and the requirement paths (the resolves' lockfiles, the files requirements are generated from): what
+    the product is installed with, so a change to it is judged as a dependency change."""
 
     paths: frozenset[str]
     globs: tuple[str, ...]
+    requirements: frozenset[str] = frozenset()
 
     def matches(self, path: str) -> bool:
-        return path in self.paths or any(_glob_regex(g).match(path) for g in self.globs)
+        return path in self.paths or path in self.requirements or any(_glob_regex(g).match(path) for g in self.globs)
 
     def sorted_entries(self) -> list[str]:
-        return sorted(self.paths) + sorted(self.globs)
+        return sorted(self.paths | self.requirements) + sorted(self.globs)
 
 
 @lru_cache(maxsize=512)
@@ -62,8 +65,19 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
 
 
 def protected_changes(changed: tuple[ChangedPath, ...], protected: ProtectedSet) -> list[Reason]:
+    """A reason for each changed protected path: a requirement change is named as one (the replay runs the
+    base's resolve, not what the change would install), any other is an oracle change."""
     return [
         Reason(
+            Code.REQUIREMENTS_CHANGED,
+            c.path,
+            expected="the base's requirements and lockfile",
+            found=c.status,
+            message=f"a requirement path is {c.status.replace('-', ' ')} in this change: the replay judges the "
+            "product with the base's resolve, not with what this change would install",
+        )
+        if c.path in protected.requirements
+        else Reason(
             Code.PROTECTED_PATH_CHANGED,
             c.path,
             expected="unchanged (protected)",

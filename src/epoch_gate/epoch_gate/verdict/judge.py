@@ -110,7 +110,7 @@ def guarded(protected: ProtectedSet, oracles: Sequence[SuiteOracle], read_base: 
     if read_base is None:
         return protected
     pinned = {path for pin in sorted({o.pin for o in oracles}) for path in pinned_at_base(read_base(pin), pin)}
-    return ProtectedSet(protected.paths | pinned, protected.globs)
+    return ProtectedSet(protected.paths | pinned, protected.globs, protected.requirements)
 
 
 def _duplicate_epochs(suites: Sequence[SuiteFacts]) -> list[Reason]:

@@ -6,6 +6,8 @@ import dataclasses
 import datetime
 from typing import Optional, Sequence
 
+import pytest
+
 from epoch_gate.change.changed import ChangedPath
 from epoch_gate.evidence.verify import ReplayEvidence
 from epoch_gate.verdict.suite import Expected, Identities
@@ -125,6 +127,24 @@ def test_no_suite_in_scope_is_closed_never_an_empty_pass() -> None:
     j = judged(facts())
     assert j.report.verdict.label.value == "closed"
     assert [r.code for r in j.report.verdict.reasons] == [Code.ARTIFACT_MISSING]
+
+
+@pytest.mark.parametrize("lockfile", ["3rdparty/python/default.lock", "3rdparty/python/requirements.txt"])
+def test_a_requirement_change_closes_naming_it_and_what_to_do(lockfile: str) -> None:
+    """An upgrade or a downgrade alike: the replay ran the base's resolve, not what the change would
+    install, so the change is judged as a dependency change, to land on its own first."""
+    requirements = ProtectedSet(PROTECTED.paths, PROTECTED.globs, frozenset({lockfile}))
+    change = dataclasses.replace(facts(changed=(ChangedPath(lockfile, "modified"),)), protected=requirements)
+    j = judged(change, suite("payments:props"))
+    assert j.report.verdict.label.value == "closed"
+    (reason,) = j.report.verdict.reasons
+    assert (reason.code, reason.path, reason.expected, reason.found) == (
+        Code.REQUIREMENTS_CHANGED,
+        lockfile,
+        "the base's requirements and lockfile",
+        "modified",
+    )
+    assert reason.code.advice.startswith("Land the dependency change on its own first")
 
 
 def test_the_protected_set_is_the_repositorys_whatever_the_scope() -> None:
