@@ -25,7 +25,7 @@ from typing import Callable
 
 from epoch_gate.evidence import held_out
 from epoch_gate.evidence.manifest import load_manifest
-from epoch_gate.runner import parent
+from epoch_gate.runner.judge import parent
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
-from epoch_gate.runner import parent
-from epoch_gate.runner.confine import ChildJail, Limits
+from epoch_gate.runner.judge import parent
+from epoch_gate.runner.jail.confine import ChildJail, Limits
 
 BOMB = '''
 import os

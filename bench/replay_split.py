@@ -28,8 +28,8 @@ from typing import Callable, Optional
 
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
-from epoch_gate.runner import parent
-from epoch_gate.runner.confine import ChildJail
+from epoch_gate.runner.judge import parent
+from epoch_gate.runner.jail.confine import ChildJail
 from epoch_gate.evidence.world import records, world_sha256
 
 # The product: an order's totals as a dataclass of dataclasses, as real product code returns them.

@@ -16,7 +16,7 @@ from epoch_gate.change.closure import MAX_NAME, MAX_NAMES, ImportGraph, imported
 from epoch_gate.change.modules import module_name, shadowing, top_level
 from epoch_gate.change.protection import strip_root
 from epoch_gate.reasons import Code, Reason, fail
-from epoch_gate.runner.child import unshipped_stub
+from epoch_gate.runner.product.child import unshipped_stub
 from epoch_gate.text import from_os
 
 MAX_FILE = 64 * 1024 * 1024  # a larger file is not materialized (and refused if the suite reaches it)

@@ -7,7 +7,7 @@ from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.reasons import Code
-from epoch_gate.runner.child import unshipped_stub
+from epoch_gate.runner.product.child import unshipped_stub
 from epoch_gate_pants import candidate
 from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest
 from epoch_gate_pants.rule_harness import PREDICATES, candidate_files, write_repo
@@ -43,7 +43,7 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
             "src/__world/x.py": "",  # under the gate's own folder: refused, neither shipped nor stood in for
             "src/epoch_gate/__init__.py": "",  # the runner's package: the trusted plugin's copy runs, never this
             "src/epoch_gate/runner/__init__.py": "",
-            "src/epoch_gate/runner/judging.py": "def refused(*a):\n    return True\n",
+            "src/epoch_gate/runner/judge/judging.py": "def refused(*a):\n    return True\n",
             "checks/props.py": "def refund_le_captured(record, product):\n    return True\n",  # the candidate's oracle copy
         },
         irregular=(("src/pkg/link.py", "a symlink"), ("src/elsewhere/link.py", "a symlink")),

@@ -1,5 +1,5 @@
 """The jail the generator and the replays run in: bubblewrap and libfaketime as pinned external tools,
-probed once per Pants run; the verdict names what was used (`epoch_gate.runner.isolation` has the how)."""
+probed once per Pants run; the verdict names what was used (`epoch_gate.runner.jail.isolation` has the how)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 from pants.util.strutil import help_text
 
-from epoch_gate.runner import isolation
-from epoch_gate.runner.isolation import Isolation, Mode
+from epoch_gate.runner.jail import isolation
+from epoch_gate.runner.jail.isolation import Isolation, Mode
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.runner.confine import Limits
+from epoch_gate.runner.jail.confine import Limits
 from epoch_gate_pants.failures import failure_line
 from epoch_gate_pants.subsystems import GateSubsystem
 

@@ -37,7 +37,7 @@ from pants.util.logging import LogLevel
 
 from epoch_gate.evidence import held_out as epoch_gate_held_out
 from epoch_gate import runner as epoch_gate_runner
-from epoch_gate.runner.isolation import TOOLS_DIR
+from epoch_gate.runner.jail.isolation import TOOLS_DIR
 from epoch_gate.change.modules import module_name, shadowing, top_level, unowned_predicates
 from epoch_gate.change.protection import oracle_package, strip_root
 from epoch_gate.reasons import Code, Reason
@@ -78,7 +78,7 @@ RESERVED_NAMES = (
 )
 # Isolated mode (-I: no PYTHONPATH, no script folder, no user site; -S: no site-packages): the runner
 # first, then the standard library, and nothing of the product. The runner starts one child process for
-# the product's code (epoch_gate.runner.child), which imports the sandbox's own files only under the
+# the product's code (epoch_gate.runner.product.child), which imports the sandbox's own files only under the
 # product's top-level names, after the standard library, so the change can shadow neither.
 BOOT = """import sys
 sys.path.insert(0, {runner!r})

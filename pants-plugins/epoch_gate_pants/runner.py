@@ -33,16 +33,14 @@ def _source(module: str) -> tuple[str, bytes]:
 
 
 def runner_files() -> dict[str, bytes]:
-    """The runner package's modules and the declared core modules, by path relative to RUNNER_DIR."""
+    """The runner package's modules, its subpackages' included (the judge, the product's child, the jail),
+    and the declared core modules, by path relative to RUNNER_DIR."""
     package = runner_package.__name__
     folder = Path(runner_package.__file__ or "").parent
     modules = [
-        package,
-        *(
-            f"{package}.{path.stem}"
-            for path in sorted(folder.glob("*.py"))
-            if path.stem != "__init__" and not path.stem.endswith("_test")
-        ),
+        ".".join((package, *path.relative_to(folder).with_suffix("").parts)).removesuffix(".__init__")
+        for path in sorted(folder.rglob("*.py"))
+        if not path.stem.endswith("_test")
     ]
     return dict(sorted(_source(module) for module in (*modules, *SHIPPED_CORE)))
 

@@ -9,8 +9,8 @@ from pants.util.strutil import help_text
 
 from epoch_gate.verdict.annotations import Style
 from epoch_gate.change.changed import DEFAULT_TRUSTED_REFS
-from epoch_gate.runner.isolation import FIXED_CLOCK_ISO, Mode
-from epoch_gate.runner.confine import MAX_CHILDREN, Limits
+from epoch_gate.runner.jail.isolation import FIXED_CLOCK_ISO, Mode
+from epoch_gate.runner.jail.confine import MAX_CHILDREN, Limits
 
 _LIMITS = Limits()
 

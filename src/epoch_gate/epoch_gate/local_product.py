@@ -12,8 +12,8 @@ import itertools
 import json
 from typing import Callable, Mapping, Optional
 
-from epoch_gate.runner import judging
-from epoch_gate.runner.child import Server
+from epoch_gate.runner.judge import judging
+from epoch_gate.runner.product.child import Server
 
 Predicate = Callable[[object, judging.Product], object]
 

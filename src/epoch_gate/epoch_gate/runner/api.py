@@ -5,6 +5,6 @@ product, and calls the product through `product` (`product.orders.totals.totals_
 what comes back is data to read (`docs/contract.md`, "The replay and its observations").
 """
 
-from epoch_gate.runner.judging import NotData, Product, ProductRaised, Remote, plain, refused
+from epoch_gate.runner.judge.judging import NotData, Product, ProductRaised, Remote, plain, refused
 
 __all__ = ["NotData", "Product", "ProductRaised", "Remote", "plain", "refused"]

@@ -22,8 +22,8 @@ from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.local_product import LocalChild
-from epoch_gate.runner import judging
-from epoch_gate.runner import parent as replay
+from epoch_gate.runner.judge import judging
+from epoch_gate.runner.judge import parent as replay
 
 BOOKINGS = """
 from dataclasses import dataclass

@@ -19,9 +19,9 @@ from epoch_gate.evidence.catalog import MODULE_FUNCTION
 from epoch_gate.evidence.manifest import load_manifest
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
-from epoch_gate.runner import parent
-from epoch_gate.runner.channel import ChildFailed, Fate
-from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
+from epoch_gate.runner.judge import parent
+from epoch_gate.runner.judge.channel import ChildFailed, Fate
+from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits
 from epoch_gate.text import printable
 
 EX_USAGE = 64
@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--child-jail",
         metavar="BWRAP",
-        help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.isolation)",
+        help="start the child in a jail of its own with this bubblewrap (epoch_gate.runner.jail.isolation)",
     )
     parser.add_argument(
         "--children",
@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    # Nothing of the product is importable here: it runs in the child (epoch_gate.runner.child), the
+    # Nothing of the product is importable here: it runs in the child (epoch_gate.runner.product.child), the
     # sandbox is the cwd, and only the predicates import from it, under the oracle's names.
     # Zipped wheels (a packed PEX's .deps) are unpacked first: extension modules cannot import from a zip.
     child_path = tuple(unpacked(args.child_path, Path(args.out).resolve().parent / UNPACKED))

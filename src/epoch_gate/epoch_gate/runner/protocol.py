@@ -13,7 +13,7 @@ attribute `name`, read by ordinary attribute access), {"r": [scope, handle]} (th
 data) or {"op": "add"} (an operator over the arguments). An argument that is a value the child keeps is
 {"\\u0000ref": [scope, handle]}; a Decimal or a Fraction is tagged as in an answer.
 An answer is one of
-  ["v", type, data]           the product returned; `data` is the value as data (`epoch_gate.runner.data`)
+  ["v", type, data]           the product returned; `data` is the value as data (`epoch_gate.runner.product.data`)
   ["o", handle, type, why]    the product returned something that is not data: a handle only
   ["x", classes, message, tb] the product raised: its exception's classes (most derived first, each
                               `module.qualname`, a built-in one `builtins.Name`), its message and its own

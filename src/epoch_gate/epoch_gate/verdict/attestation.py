@@ -27,7 +27,7 @@ import epoch_gate
 from epoch_gate.verdict import report as reports
 from epoch_gate.verdict.suite import Label
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
-from epoch_gate.runner.isolation import is_jailed
+from epoch_gate.runner.jail.isolation import is_jailed
 from epoch_gate.verdict.report import Report
 from epoch_gate.change.tree import ReviewedTree, head_commit, repository_url
 
@@ -42,7 +42,7 @@ POLICY_NAME = "epoch_gate oracle"
 # What a consumer prenegotiates for a passing gate (VSA: custom values must not start with `SLSA_`).
 ELIGIBLE_LEVEL = "EPOCH_GATE_ELIGIBLE"
 # Beside it when every suite's generator and replay ran jailed, the product in a jail of its own
-# (epoch_gate.runner.isolation): what a consumer requires to refuse verdicts reached unjailed.
+# (epoch_gate.runner.jail.isolation): what a consumer requires to refuse verdicts reached unjailed.
 JAILED_LEVEL = "EPOCH_GATE_JAILED"
 # Beside it when every suite was also judged over a held-out world drawn with CI's key (epoch_gate.evidence.held_out).
 HELD_OUT_LEVEL = "EPOCH_GATE_HELD_OUT"

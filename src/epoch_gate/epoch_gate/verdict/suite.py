@@ -37,7 +37,7 @@ class Identities:
     generator_sha256: Optional[str]
     manifest_sha256: Optional[str]
     world_sha256: Optional[str] = None
-    isolation: Optional[str] = None  # what jailed the generator and the replays (epoch_gate.runner.isolation)
+    isolation: Optional[str] = None  # what jailed the generator and the replays (epoch_gate.runner.jail.isolation)
 
     def to_json(self) -> dict[str, Optional[str]]:
         return {

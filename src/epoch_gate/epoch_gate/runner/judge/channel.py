@@ -18,14 +18,14 @@ from typing import Iterable, Optional, Sequence
 
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
-from epoch_gate.runner.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
-from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits, Watch
+from epoch_gate.runner.product.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
+from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits, Watch
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
 # the sandbox's files only under the product's names (epoch_gate.runner.finder).
 CHILD_BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.child import main; "
+    "import sys; sys.path.insert(0, sys.argv[1]); from epoch_gate.runner.product.child import main; "
     "sys.exit(main(sys.argv[2:]))"
 )
 

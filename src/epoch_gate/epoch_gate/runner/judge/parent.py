@@ -1,5 +1,5 @@
 """The replay runner's parent: judges each sampled property over every record of its bound, with the
-product's code in child processes it never shares (`epoch_gate.runner.child`; `Child.children` of them,
+product's code in child processes it never shares (`epoch_gate.runner.product.child`; `Child.children` of them,
 side by side: record n of a bound goes to child n mod children, and each child gets its records in
 world order, one at a time).
 
@@ -7,7 +7,7 @@ The parent reads the world and imports the predicates (oracle code, from the san
 names only) before it starts the child; then the sandbox leaves its import path (`close_imports`). Each
 predicate runs here, on records the parent parsed from its own copy of the bytes, and drives the product
 through the child, whose answers are only ever JSON the parent parses itself
-(`epoch_gate.runner.judging`). The parent writes the witnesses, the observations and replay.json from
+(`epoch_gate.runner.judge.judging`). The parent writes the witnesses, the observations and replay.json from
 its own copies, and nothing until the child's whole process group is dead (`Channel.close`).
 
 A violated record is judged again once on the same bytes, after its property's scan: violated twice is
@@ -40,9 +40,10 @@ from epoch_gate.evidence.manifest import Manifest
 from epoch_gate.evidence.observations import Observation, make_observation, write_observation
 from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
-from epoch_gate.runner import judging, protocol
-from epoch_gate.runner.channel import Channel, ChildFailed, Fate, close_all, cores, guard_parent, pin
-from epoch_gate.runner.confine import ChildJail, Limits
+from epoch_gate.runner.judge import judging
+from epoch_gate.runner import protocol
+from epoch_gate.runner.judge.channel import Channel, ChildFailed, Fate, close_all, cores, guard_parent, pin
+from epoch_gate.runner.jail.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 

@@ -166,7 +166,7 @@ def _devices() -> list[str]:
 # namespace, makes /proc read-only but for the processes' entries, empties every capability set (the
 # bounding one too, so that no file capability gives one back) and execs `argv` with exactly those n
 # variables (`os.execve`: the step's own interpreter added LC_CTYPE to its environment, PEP 538).
-# - Why: the watch over the replay's child (`epoch_gate.runner.confine.Watch`) polls, and under CI's load
+# - Why: the watch over the replay's child (`epoch_gate.runner.jail.confine.Watch`) polls, and under CI's load
 #   a fork bomb outgrew it between two polls by thousands of processes, until another job's fork on the
 #   host failed with EAGAIN.
 # - pid_max: per PID namespace since Linux 6.14, and /proc/sys/kernel/pid_max is the writer's own; the

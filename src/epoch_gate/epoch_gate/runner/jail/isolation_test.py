@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from epoch_gate.runner import isolation
-from epoch_gate.runner.confine import interpreter_folders
-from epoch_gate.runner.isolation import FIXED_CLOCK_SECONDS, judge_probe
+from epoch_gate.runner.jail import isolation
+from epoch_gate.runner.jail.confine import interpreter_folders
+from epoch_gate.runner.jail.isolation import FIXED_CLOCK_SECONDS, judge_probe
 
 PY = ["/opt/py3.9"]
 # Set by pants.toml's [test].extra_env_vars to where the launcher provisions bubblewrap.

@@ -9,7 +9,8 @@ import pytest
 from decimal import Decimal
 from fractions import Fraction
 
-from epoch_gate.runner import judging, protocol
+from epoch_gate.runner.judge import judging
+from epoch_gate.runner import protocol
 from epoch_gate.runner.protocol import DECIMAL, FRACTION, HANDLE, SET, TUPLE
 
 

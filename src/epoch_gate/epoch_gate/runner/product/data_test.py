@@ -11,7 +11,8 @@ from typing import Any
 import attr
 import pytest
 
-from epoch_gate.runner import data, protocol
+from epoch_gate.runner.product import data
+from epoch_gate.runner import protocol
 
 
 def encode(value: object) -> str:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Optional
 
-from epoch_gate.runner.isolation import CHILD_CLOCK, PID_MAX_LIMIT, RESERVED_PIDS, child_jail_arguments
+from epoch_gate.runner.jail.isolation import CHILD_CLOCK, PID_MAX_LIMIT, RESERVED_PIDS, child_jail_arguments
 
 MiB = 1 << 20
 # Set in the child's jail from the runner's CHILD_CLOCK-prefixed variables: the stopped clock
-# (epoch_gate.runner.isolation.jailed_argv), nothing else.
+# (epoch_gate.runner.jail.isolation.jailed_argv), nothing else.
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME", "DONT_FAKE_MONOTONIC")
 POLL_SECONDS = 0.05
 KILL_ROUNDS = 1000
@@ -101,7 +101,7 @@ class Limits:
 
 
 def interpreter_folders() -> list[str]:
-    """The folders this interpreter runs from (as `epoch_gate.runner.isolation.PREFIXES` finds them)."""
+    """The folders this interpreter runs from (as `epoch_gate.runner.jail.isolation.PREFIXES` finds them)."""
     executable = os.path.realpath(sys.executable)
     return sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.dirname(executable))})
 
@@ -125,7 +125,7 @@ class ChildJail:
         names = set(product_names)
         # The product's own files only: not the world, the manifest, the predicates or the outputs.
         product = [os.path.join(root, entry) for entry in os.listdir(root) if entry.split(".")[0] in names]
-        runner = str(Path(__file__).resolve().parent.parent)  # the runner's package and the core it imports
+        runner = str(Path(__file__).resolve().parents[2])  # the runner's package and the core it imports
         env = {name: os.environ[CHILD_CLOCK + name] for name in CLOCK_ENV if CHILD_CLOCK + name in os.environ}
         clock = [env["LD_PRELOAD"]] if os.path.isabs(env.get("LD_PRELOAD", "")) else []
         read_only = [runner, *product, *child_path, *clock]

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Sequence
 
-from epoch_gate.runner import data, protocol
+from epoch_gate.runner.product import data
+from epoch_gate.runner import protocol
 from epoch_gate.runner.finder import SandboxFinder
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -46,7 +47,7 @@ def unshipped_stub(name: str) -> bytes:
 
 # The folder the runner's package was loaded from (the sandbox's `__epoch_gate`): the child puts it on its path,
 # and a product traceback leaves out its frames.
-LOADED_FROM = str(Path(__file__).resolve().parent.parent.parent)
+LOADED_FROM = str(Path(__file__).resolve().parents[3])
 _OPERATORS: dict[str, Callable[..., object]] = {name: getattr(operator, name) for name in protocol.OPERATORS}
 
 
@@ -218,7 +219,7 @@ def _private_channel() -> tuple[BinaryIO, BinaryIO]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="epoch_gate.runner.child")
+    parser = argparse.ArgumentParser(prog="epoch_gate.runner.product.child")
     parser.add_argument("--sandbox-names", default="", help="top-level names of the product, importable from the cwd")
     parser.add_argument("--child-path", action="append", default=[], help="a folder after the standard library")
     parser.add_argument("--parent", type=int, default=0, help="the runner's pid: the child dies with it")

@@ -11,8 +11,8 @@ import pytest
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
-from epoch_gate.runner import channel
-from epoch_gate.runner import parent as replay
+from epoch_gate.runner.judge import channel
+from epoch_gate.runner.judge import parent as replay
 
 # A child answering 1 to every call, but wrongly as `mode` says: {mode} is filled in per test.
 FAKE = """import sys, time
@@ -118,7 +118,7 @@ def test_a_limit_that_ends_the_child_mid_answer_is_named_not_blamed_on_the_proto
 # A runner that starts the real child on a predicate that never returns, says the child's pid, and waits.
 RUNNER = """import sys, time
 from pathlib import Path
-from epoch_gate.runner.channel import Channel
+from epoch_gate.runner.judge.channel import Channel
 channel = Channel(Path(sys.argv[1]), ["spin"], [])
 print(channel._process.pid, flush=True)
 channel.ask(1, b'[{"m":"spin.forever"},[],{}]')

@@ -17,8 +17,8 @@ import pytest
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
-from epoch_gate.runner import parent as replay
-from epoch_gate.runner.child import LOADED_FROM, Server
+from epoch_gate.runner.judge import parent as replay
+from epoch_gate.runner.product.child import LOADED_FROM, Server
 from epoch_gate.evidence.world import world_sha256
 
 ORACLE = "split_checks"  # the predicates' module: unique, so the parent's import cache never mixes tests
@@ -333,7 +333,7 @@ def test_a_product_that_rewrites_the_childs_answers_still_answers_only_data(tmp_
         POSITIVE + "\ndef exact(record, product):\n"
         "    return product.split_app.amount(record) == abs(record['amount'])\n",
         """
-        from epoch_gate.runner import child
+        from epoch_gate.runner.product import child
         child.Server.answer = lambda self, scope, line: '["v","int",5]'
         def amount(record):
             return record["amount"]
@@ -688,7 +688,7 @@ def test_an_answer_of_an_unknown_kind_is_the_childs_broken_protocol(tmp_path: Pa
         tmp_path,
         POSITIVE,
         """
-        from epoch_gate.runner import child
+        from epoch_gate.runner.product import child
         child.Server.answer = lambda self, scope, line: "[{}]"
         def amount(record):
             return record["amount"]

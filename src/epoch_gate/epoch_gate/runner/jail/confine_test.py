@@ -16,13 +16,14 @@ from typing import Optional
 import pytest
 
 from epoch_gate.evidence.catalog import Catalog, Property
-from epoch_gate.runner.isolation import CHILD_CLOCK, child_jail_arguments
+from epoch_gate.runner.jail.isolation import CHILD_CLOCK, child_jail_arguments
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
-from epoch_gate.runner import confine, parent
-from epoch_gate.runner.child import unshipped_stub
-from epoch_gate.runner.channel import FAULT
-from epoch_gate.runner.confine import MAX_CHILDREN, ChildJail, Limits
+from epoch_gate.runner.jail import confine
+from epoch_gate.runner.judge import parent
+from epoch_gate.runner.product.child import unshipped_stub
+from epoch_gate.runner.judge.channel import FAULT
+from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits
 
 MiB = 1 << 20
 SMALL = Limits(memory=1024 * MiB, processes=16, open_files=256, output=1 * MiB, cpu_seconds=2)
@@ -157,7 +158,7 @@ def replay(
     checks = checks or f"def judged(record, product):\n    return product.hog.{function}() == 1\n"
     if function == "looks":
         checks = (
-            "from epoch_gate.runner.judging import plain\n\n"
+            "from epoch_gate.runner.judge.judging import plain\n\n"
             "def judged(record, product):\n"
             "    seen = plain(product.hog.looks(record['runner']))\n"
             "    return seen == {'pid': 2, 'proc': False, 'world': False, 'checks': False,\n"

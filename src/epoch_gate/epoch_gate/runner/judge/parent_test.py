@@ -13,8 +13,8 @@ from epoch_gate.evidence.observations import load_observations, observation_id
 from epoch_gate.evidence.replay_result import ReplayResult
 from epoch_gate.reasons import Code
 from epoch_gate.runner import main
-from epoch_gate.runner.channel import FAULT, ChildFailed
-from epoch_gate.runner import parent as replay
+from epoch_gate.runner.judge.channel import FAULT, ChildFailed
+from epoch_gate.runner.judge import parent as replay
 from epoch_gate.evidence.world import world_sha256
 
 PREDICATES = '''
