@@ -114,6 +114,7 @@ class CandidateClosureRequest:
     oracle_places: tuple[tuple[str, str], ...]  # (repository path, sandbox path) of each oracle file
     product: tuple[str, ...] = ()  # the product's modules the suite depends on: the child imports them by name
     reserved: tuple[str, ...] = ()  # the top-level names of the gate's own in the replay's sandbox
+    runner_root: str = ""  # where the repository holds the gate's own package, if it does (as a folder)
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,44 @@ def _stand_ins(places: Mapping[str, str], reached: set[str], excluded: set[str])
     }
 
 
-def _reserved(places: Mapping[str, str], reached: set[str], reserved: set[str]) -> list[Reason]:
-    """The candidate's files the suite's imports do not reach, under a top-level name the gate's own
-    sandbox holds (the reached ones are refused with the rest of the sandbox, `shadowing`): such a file
-    can neither ship nor stand in, so it may not be."""
+def _unreachable(
+    places: Mapping[str, str], reached: set[str], reserved: set[str], owners: Mapping[str, str], runner_root: str
+) -> list[Reason]:
+    """The candidate's files the suite's imports do not reach that can neither ship nor stand in, and so
+    may not be: under a top-level name of the gate's own sandbox, or of the oracle's or the runner's
+    package from anywhere but its own folder (the child cannot import either name, so an import of it by
+    a built name would fall back), and compiled code (a stand-in is source)."""
     unreached = {path: place for path, place in places.items() if path not in reached}
-    return shadowing({p: place for p, place in unreached.items() if top_level(place) in reserved}, reserved)
+    named = {
+        path: place
+        for path, place in unreached.items()
+        if top_level(place) in reserved
+        or (top_level(place) in owners and not _owned(path, owners[top_level(place)]))
+        or (top_level(place) == RUNNER_PACKAGE and not (runner_root and path.startswith(runner_root)))
+    }
+    refused = shadowing(named, reserved | {RUNNER_PACKAGE} | set(owners))
+    refused += [
+        Reason(
+            Code.PATH_NOT_REGULAR,
+            path,
+            "Python source",
+            place,
+            f"the candidate's {path} is compiled code: it can neither be reviewed nor stand in for its module",
+        )
+        for path, place in sorted(unreached.items())
+        if not place.endswith(".py") and module_name(place) is not None
+    ]
+    return refused
+
+
+def _owner(path: str, place: str) -> str:
+    """The oracle's package folder (or module file) in the repository, from one of its files' paths."""
+    root = path[: len(path) - len(place)]
+    return f"{root}{place.split('/', 1)[0]}/" if "/" in place else path
+
+
+def _owned(path: str, owner: str) -> bool:
+    return path == owner or (owner.endswith("/") and path.startswith(owner))
 
 
 def _ancestors(folder: str) -> list[str]:
@@ -218,8 +251,8 @@ async def candidate_closure(request: CandidateClosureRequest) -> CandidateClosur
     # Two files placed on one sandbox path are refused by the replay's shadowing check; the first is kept
     # here so that building the digest cannot fail first.
     unique = {places[path]: modules.contents[path] for path in reversed(shipped)}
-    # The runner's package is importable in the child (the trusted runner's copy): nothing to stand in for
-    refusals = (*refusals, *_reserved(places, reached, set(request.reserved) - {RUNNER_PACKAGE}))
+    owners = {top_level(place): _owner(path, place) for path, place in request.oracle_places}
+    refusals = (*refusals, *_unreachable(places, reached, set(request.reserved), owners, request.runner_root))
     stand_ins = _stand_ins(places, reached, oracle_names | {RUNNER_PACKAGE, *request.reserved})
     stripped = await Get(
         Digest,

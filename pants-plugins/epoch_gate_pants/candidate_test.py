@@ -41,12 +41,19 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
             "src/ünï/__init__.py": "",
             "src/a.b.py": "",  # a name with a dot: no import asks for it
             "src/__world/x.py": "",  # under the gate's own folder: refused, neither shipped nor stood in for
+            "src/checks/rates.py": "",  # the oracle's or the runner's name from elsewhere: refused alike
+            "src/epoch_gate/rates.py": "",
+            "src/__init__.py": "",  # a source root's own: imported as `__init__`, so it stands in
             "src/epoch_gate/__init__.py": "",  # the runner's package: the trusted plugin's copy runs, never this
             "src/epoch_gate/runner/__init__.py": "",
             "src/epoch_gate/runner/judge/judging.py": "def refused(*a):\n    return True\n",
             "checks/props.py": "def refund_le_captured(record, product):\n    return True\n",  # the candidate's oracle copy
         },
-        irregular=(("src/pkg/link.py", "a symlink"), ("src/elsewhere/link.py", "a symlink")),
+        irregular=(
+            ("src/pkg/link.py", "a symlink"),
+            ("src/elsewhere/link.py", "a symlink"),
+            ("src/fastpath.pyc", "compiled code"),  # imported by a built name, it could not stand in
+        ),
     )
     # The predicates import the runner's API and call the product by name: the closure starts from the
     # product modules the suite depends on in the trusted graph.
@@ -74,11 +81,20 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
     assert [(r.code, r.path) for r in closure.refusals] == [
         (Code.PATH_NOT_REGULAR, "src/pkg/link.py"),
         (Code.MODULE_SHADOWED, "src/__world/x.py"),
+        (Code.MODULE_SHADOWED, "src/checks/rates.py"),
+        # The runner's name, the gate's copy outside the repository (an adopter's): the child imports the
+        # runner's own `epoch_gate`, which has none of these
+        (Code.MODULE_SHADOWED, "src/epoch_gate/__init__.py"),
+        (Code.MODULE_SHADOWED, "src/epoch_gate/rates.py"),
+        (Code.MODULE_SHADOWED, "src/epoch_gate/runner/__init__.py"),
+        (Code.MODULE_SHADOWED, "src/epoch_gate/runner/judge/judging.py"),
+        (Code.PATH_NOT_REGULAR, "src/fastpath.pyc"),
     ]
     # What the suite's imports do not reach stands in by its name: imported by a name built at run time, it
     # ends the replay instead of being missing (which code could fall back from).
     assert closure.stand_ins == (
         "__fast__.py",
+        "__init__.py",
         "elsewhere/__init__.py",
         "fast-path.py",
         "other/__init__.py",

@@ -165,18 +165,24 @@ async def resolve_suite_dependencies(request: SuiteDependenciesRequest) -> Suite
     return SuiteDependencies(tuple(transitive.closure), None)
 
 
+def _runner_root(build_root: str) -> str:
+    """The folder holding the very package Pants loaded the runner from, when the repository holds it
+    ("" for an adopter's: the plugin's distribution, outside the repository)."""
+    core = Path(epoch_gate_runner.__file__ or "").resolve().parent.parent.parent  # as runner.runner_files
+    return f"{core.relative_to(build_root).as_posix()}/" if core.is_relative_to(build_root) else ""
+
+
 def _without_runner(placed: dict[str, str], build_root: str) -> dict[str, str]:
     """The predicates import the runner's API (`epoch_gate.runner.api`): the runner's own copy serves
     them, so the files of the very package Pants loaded the runner from (its modules and their data) are
     not shipped again, nor refused as shadowing it. Any other file under its package name still is."""
-    core = Path(epoch_gate_runner.__file__ or "").resolve().parent.parent.parent  # as runner.runner_files
-    if not core.is_relative_to(build_root):  # an adopter's: the plugin's distribution, outside the repository
+    root = _runner_root(build_root)
+    if not root:
         return placed
-    root = core.relative_to(build_root).as_posix()
     return {
         path: stripped
         for path, stripped in placed.items()
-        if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}/{stripped}")
+        if not (top_level(stripped) == RUNNER_PACKAGE and path == f"{root}{stripped}")
     }
 
 
@@ -224,7 +230,11 @@ def _placements(
 
 
 async def _candidate_code(
-    candidate: CandidateFiles, unstripped: PythonSourceFiles, placed: dict[str, str], oracle: dict[str, str]
+    candidate: CandidateFiles,
+    unstripped: PythonSourceFiles,
+    placed: dict[str, str],
+    oracle: dict[str, str],
+    runner_root: str,
 ) -> tuple[dict[str, str], CandidateClosure]:
     """Trusted mode: the oracle's packages from the trusted checkout, everything else the suite imports
     from the candidate's files; nothing of the working tree's product. The predicates call the product by
@@ -246,7 +256,7 @@ async def _candidate_code(
     reached = await Get(
         CandidateClosure,
         CandidateClosureRequest(
-            candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product, RESERVED_NAMES
+            candidate, oracle_digest, tuple(sorted(oracle_placed.items())), product, RESERVED_NAMES, runner_root
         ),
     )
     return oracle_placed, reached
@@ -292,7 +302,9 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     oracle_placed: Optional[dict[str, str]] = None
     reached: Optional[CandidateClosure] = None
     if request.candidate is not None:
-        oracle_placed, reached = await _candidate_code(request.candidate, unstripped, placed, oracle)
+        oracle_placed, reached = await _candidate_code(
+            request.candidate, unstripped, placed, oracle, _runner_root(build_root.path)
+        )
         placed = {**oracle_placed, **dict(reached.places)}
     refusals = (
         *(reached.refusals if reached else ()),

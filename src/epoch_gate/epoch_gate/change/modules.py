@@ -31,6 +31,8 @@ def module_name(stripped: str) -> Optional[str]:
 def top_level(stripped: str) -> str:
     """The top-level import name a sandbox path belongs to (`checks/p.py` -> `checks`, `m.py` -> `m`)."""
     first = stripped.split("/", 1)[0]
+    if stripped == "__init__.py":  # a source root's own: Python imports it as `__init__`
+        return "__init__"
     return first if "/" in stripped else (module_name(stripped) or first)
 
 

@@ -10,7 +10,8 @@ both ways: a kind byte, a 4-byte big-endian payload length, the payload (ASCII J
 A call is [target, args, kwargs]. The target is {"m": "pkg.module.attr"} (a name the child imports),
 {"h": [scope, handle]} (a value the child keeps, called), {"a": [scope, handle, name]} (that value's
 attribute `name`, read by ordinary attribute access), {"r": [scope, handle]} (that value read again as
-data) or {"op": "add"} (an operator over the arguments). An argument that is a value the child keeps is
+data), {"r": [scope, handle, name]} (its field `name` read again as data: a field its declaration names)
+or {"op": "add"} (an operator over the arguments). An argument that is a value the child keeps is
 {"\\u0000ref": [scope, handle]}; a Decimal or a Fraction is tagged as in an answer.
 An answer is one of
   ["v", type, data]           the product returned; `data` is the value as data (`epoch_gate.runner.product.data`)

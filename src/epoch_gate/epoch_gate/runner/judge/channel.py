@@ -142,8 +142,8 @@ def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
 
 class ChildFailed(Exception):
     """The child could not answer: its reason code and why, and whether it is a fault of the run (an end
-    the runner cannot lay at a limit or the product's own word: a signal from outside, a crash, processes
-    that would not end), which is never a verdict to keep."""
+    the runner cannot lay at a limit or the product's own exit: a signal from outside, processes that would
+    not end, the host short of memory), which is never a verdict to keep."""
 
     def __init__(self, code: Code, detail: str, fault: bool = False) -> None:
         super().__init__(detail)
@@ -306,7 +306,9 @@ class Channel:
                 ),
                 False,
             )
-        return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})", True
+        # Killed by a signal no limit explains (from outside: the host's OOM killer, an operator): a fault.
+        # An exit of its own is the product's word, cached as any.
+        return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})", signal_number != 0
 
     def healthy(self) -> bool:
         return self._fate.failure is None

@@ -7,8 +7,8 @@ waits for the answer (one call, one answer, in turn: `protocol`). Data comes bac
 values of the same types (a number, a text, a list, a tuple, a dict, a Decimal...), and a product object
 as a `Remote`: its fields read as the parent's own values (`t.subtotal.minor` is an `int` parsed here),
 as the product's object held them when it was answered; once the predicate has made another call, the
-first read of a field reads the object again from the child, as production code would read it then, and
-its fields hold until the next call. Any other attribute (a
+first read of a field reads it again from the child, as production code would read it then, and it holds
+until the next call. Any other attribute (a
 property, a class attribute, a method) is read from the product when the predicate reads it, operators
 (`a + b`) and methods are calls, and a Remote can be passed back as an argument. A `Remote` itself is
 never compared, hashed, iterated, converted, truth-tested or turned into text: each of those raises
@@ -171,7 +171,8 @@ class _Slots(_Refusing):
 
 # Where the child holds a product value: scope, handle, its class name, why it is not data ("" for data),
 # and, once a call has been made since its fields were read (stale), the names of those fields (None while
-# they are as the child holds the object: `Run.fresh`)
+# they are as the child holds the object: `Run.fresh`); a stale field read again is in its fields until
+# the next call
 At = tuple[int, int, str, str, Optional[frozenset]]
 
 
@@ -180,10 +181,9 @@ class Remote(_Slots):
     or call.
 
     Its fields are its own attributes while it is fresh (a field read is Python's own attribute lookup,
-    with no call of ours); once the predicate has made another call, the first read of a field reads the
-    whole object from the child again (`"r"`), as production code would read it then, and it is fresh
-    until the next call. Any other attribute is read from the product (`"a"`) at each read. It refuses
-    assignment."""
+    with no call of ours); once the predicate has made another call, the first read of a field reads it
+    from the child again (`"r"`), as production code would read it then, and it holds until the next call.
+    Any other attribute is read from the product (`"a"`) at each read. It refuses assignment."""
 
     __slots__ = ()
 
@@ -198,10 +198,10 @@ class Remote(_Slots):
         if name.startswith("__"):
             raise AttributeError(name)
         stale = _at(self)[4]
-        if stale is not None and name in stale:
-            fields = fields_of(_fresh(self))
-            if name in fields:  # else the product removed it: read as any other attribute
-                return fields[name]
+        if stale is not None and name in stale:  # a field read after a later call: read again, kept till the next
+            value = fields_of(self)[name] = _call({"r": [*_ref(self), name]}, (), {})
+            _current().fresh.append(self)
+            return value
         return _call({"a": [*_ref(self), name]}, (), {})
 
     def __getitem__(self, key: object) -> Any:
@@ -277,8 +277,8 @@ def _stale(run: Run) -> None:
     """Before a call (product code, which may change any object the child holds): the fields of the
     objects answered so far are no longer what the child holds; the first read of one reads it again."""
     for value in run.fresh:
-        scope, handle, type_name, why, _ = _at(value)
-        _set_at(value, (scope, handle, type_name, why, frozenset(fields_of(value))))
+        scope, handle, type_name, why, stale = _at(value)
+        _set_at(value, (scope, handle, type_name, why, frozenset(fields_of(value)).union(stale or ())))
         _set_fields(value, {})
     run.fresh = []
 

@@ -38,6 +38,9 @@ def configured(record, product):
 
 def vanishes(record, product):
     return product.replay_app.vanish(record)
+
+def is_killed(record, product):
+    return product.replay_app.killed(record)
 '''
 
 PRODUCT = '''
@@ -81,6 +84,10 @@ def set_up_and_vanish():
 def vanish(record):
     import os
     os._exit(0)
+
+def killed(record):  # as a signal from outside would: the host's OOM killer, an operator
+    import os, signal
+    os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
@@ -273,19 +280,21 @@ def test_the_runner_refuses_a_set_up_that_is_not_module_function(setup: str, cap
     assert f"argument --product-setup: {setup!r} is not module:function" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "status"), [("positive", 0), ("product_raises", 0), ("vanishes", 3)])
-def test_a_replay_whose_child_ended_for_no_named_cause_exits_3_so_that_it_is_never_cached(
+@pytest.mark.parametrize(
+    ("name", "status"), [("positive", 0), ("product_raises", 0), ("vanishes", 0), ("is_killed", 3)]
+)
+def test_a_replay_whose_child_was_killed_for_no_named_cause_exits_3_so_that_it_is_never_cached(
     world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, status: int
 ) -> None:
-    """A verdict (pass, fail) exits 0 and Pants may cache it; a child that ended early for no cause the
-    runner can name (a crash, a kill from outside) is a fault of the run, written as evidence all the same
-    and said so, but never cached."""
+    """A verdict (pass, fail, the product's own exit) exits 0 and Pants may cache it; a child killed by a
+    signal no limit explains (the host's OOM killer, an operator) is a fault of the run, written as
+    evidence all the same and said so, but never cached."""
     manifest = sample(Catalog((Property(name, "payments", f"replay_preds:{name}", "p."),)), 1, 1)
     (tmp_path / "manifest.json").write_bytes(manifest.to_bytes())
     out = tmp_path / "out"
     monkeypatch.chdir(world.parent / "preds")
     argv = ["replay", f"--manifest={tmp_path / 'manifest.json'}", f"--world={world}", "--suite=s", "--epoch-id=e1"]
     argv += [f"--out={out}", "--sandbox-names=replay_app,replay_preds", "--oracle-names=replay_preds"]
-    assert main.main(argv) == status == main.EXIT_FAULT * (name == "vanishes")
+    assert main.main(argv) == status == main.EXIT_FAULT * (name == "is_killed")
     result = check_replay({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}, "s").result
-    assert result is not None and result.properties[0].detail.endswith(FAULT) == (name == "vanishes")
+    assert result is not None and result.properties[0].detail.endswith(FAULT) == (name == "is_killed")

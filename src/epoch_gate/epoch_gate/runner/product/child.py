@@ -118,6 +118,11 @@ class Server:
             if kind == "r":
                 return (lambda: kept), True
             found = kept
+        elif kind == "r" and type(value) is list and len(value) == 3 and type(value[2]) is str:
+            kept, name = self._handle(value[:2]), value[2]
+            if name not in data.field_names(kept):  # a field only: reading one runs no property of the product's
+                raise Unresolved(f"{name} is not a field of the {data.type_name(kept)}")
+            return (lambda: getattr(kept, name)), True
         elif kind == "a" and type(value) is list and len(value) == 3 and type(value[2]) is str:
             kept, name = self._handle(value[:2]), value[2]
             return (lambda: getattr(kept, name)), True

@@ -875,3 +875,16 @@ def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
         "u",
         "no value 0 in scope 1",
     ]
+
+
+def test_a_field_is_read_again_by_name_and_only_a_field() -> None:
+    """`{"r": [scope, handle, name]}` reads one field of a value the child keeps, by attribute access; a
+    name its fields do not hold (a method, a property) is not such a read."""
+    server = Server()
+    namespace = b'[{"m":"types.SimpleNamespace"},[],{"a":1}]'
+    assert json.loads(server.answer(1, namespace)) == ["v", "SimpleNamespace", {"\u0000h": 0, "a": 1}]
+    assert json.loads(server.answer(1, b'[{"r":[1,0,"a"]},[],{}]')) == ["v", "int", 1]
+    assert json.loads(server.answer(1, b'[{"r":[1,0,"__class__"]},[],{}]')) == [
+        "u",
+        "__class__ is not a field of the SimpleNamespace",
+    ]

@@ -69,6 +69,11 @@ def _declared(cls: type) -> Optional[tuple[str, ...]]:
     return found
 
 
+def field_names(value: object) -> tuple[str, ...]:
+    """The names `encode` reads as the value's fields: its class's declaration, or its own public keys."""
+    return _declared(type(value)) or _own_names(value) or ()
+
+
 def _slots(cls: type) -> tuple[str, ...]:
     names: list[str] = []
     for klass in reversed(cls.__mro__[:-1]):
