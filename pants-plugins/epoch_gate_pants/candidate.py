@@ -168,7 +168,7 @@ def _unreachable(
     named = {
         path: place
         for path, place in unreached.items()
-        if top_level(place) in reserved
+        if (top_level(place) in reserved and top_level(place) != RUNNER_PACKAGE)
         or (top_level(place) in owners and not _owned(path, owners[top_level(place)]))
         or (top_level(place) == RUNNER_PACKAGE and not (runner_root and path.startswith(runner_root)))
     }

@@ -8,8 +8,13 @@ from typing import Optional, Union
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex import Pex
-from pants.backend.python.util_rules.pex_from_targets import RequirementsPexRequest
+from pants.backend.python.util_rules.pex import Pex, PexRequest
+from pants.backend.python.util_rules.pex_from_targets import (
+    ChosenPythonResolve,
+    ChosenPythonResolveRequest,
+    RequirementsPexRequest,
+)
+from pants.backend.python.util_rules.pex_requirements import EntireLockfile
 from pants.backend.python.util_rules.python_sources import (
     PythonSourceFiles,
     PythonSourceFilesRequest,
@@ -18,7 +23,7 @@ from pants.backend.python.util_rules.python_sources import (
 from pants.base.build_root import BuildRoot
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.core.util_rules.stripped_source_files import StrippedSourceFiles
-from pants.engine.addresses import Address
+from pants.engine.addresses import Address, Addresses
 from pants.engine.fs import (
     EMPTY_DIGEST,
     AddPrefix,
@@ -324,11 +329,24 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     return ReplaySources(code, predicates.snapshot.digest, tuple(sorted(names)), tuple(sorted(oracle)))
 
 
-async def _requirements(address: Address) -> Union[tuple[Digest, tuple[str, ...]], Reason]:
+async def _requirements(address: Address, python_setup: PythonSetup) -> Union[tuple[Digest, tuple[str, ...]], Reason]:
     """The suite's third-party requirements (wheels only, `[python].resolves_to_only_binary`: one that
-    needs a build fails here), unpacked under REQUIREMENTS_DIR, and their import path entries."""
+    needs a build fails here), unpacked under REQUIREMENTS_DIR, and their import path entries. With
+    resolves, the whole of the suite's resolve: what production installs whatever the candidate's code
+    imports (its import of a locked package the trusted graph does not infer must not fall back here)."""
     try:
-        requirements = await Get(Pex, RequirementsPexRequest([address]))
+        if python_setup.enable_resolves:
+            resolve = await Get(ChosenPythonResolve, ChosenPythonResolveRequest(Addresses([address])))
+            pex_request = PexRequest(
+                output_filename="requirements.pex",
+                internal_only=True,
+                requirements=EntireLockfile(resolve.lockfile),
+                interpreter_constraints=InterpreterConstraints(python_setup.interpreter_constraints),
+                description=f"Resolve {resolve.name} for the replay of {address}",
+            )
+            requirements = await Get(Pex, PexRequest, pex_request)
+        else:
+            requirements = await Get(Pex, RequirementsPexRequest([address]))
     except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
         return Reason(
             Code.REQUIREMENTS_UNAVAILABLE,
@@ -375,10 +393,11 @@ async def _replay_process(
     jail: Jail,
     runner: CoreRunner,
     options: SampledPropertiesSubsystem,
+    python_setup: PythonSetup,
 ) -> Union[Process, Reason]:
     """The replay's process, or why its third-party requirements cannot ship."""
     properties = manifest.check.manifest.properties if manifest.check.manifest else ()
-    requirements = await _requirements(request.address)
+    requirements = await _requirements(request.address, python_setup)
     if isinstance(requirements, Reason):
         return requirements
     requirements_digest, requirement_paths = requirements
@@ -483,7 +502,18 @@ async def _set_up(
     if sources.refusals:
         return sources.refusals
     process = await _replay_process(
-        request, suite, epoch_id, manifest, world, held_out, sources, interpreter.python.path, jail, runner, options
+        request,
+        suite,
+        epoch_id,
+        manifest,
+        world,
+        held_out,
+        sources,
+        interpreter.python.path,
+        jail,
+        runner,
+        options,
+        python_setup,
     )
     return (process,) if isinstance(process, Reason) else process
 

@@ -349,6 +349,30 @@ def test_a_module_imported_by_a_name_built_at_run_time_cannot_be_left_behind(
     assert any(said in r["message"] for r in orders["reasons"]), run.stdout
 
 
+# The uncapped discount behind an import of a package the resolve locks but the trusted graph never saw
+# the product import (PyYAML): production installs the whole resolve, so the replay must too.
+LOCKED_UNINFERRED = """
+try:
+    import yaml as _yaml
+
+    def _discount(amount, bp, fixed):
+        return _percent_of(amount, bp) + fixed
+except ImportError:
+    pass
+"""
+
+
+def test_a_locked_package_the_trusted_graph_does_not_infer_is_installed_as_in_production(
+    example: Repo, judge: Repo
+) -> None:
+    source = (example.root / "src/orders/orders/totals.py").read_text()
+    commit = example.candidate("locked-uninferred", files={"src/orders/orders/totals.py": source + LOCKED_UNINFERRED})
+    run = judged(judge, commit)
+    assert run.verdict == "closed" and run.exit_code == 1, run.stdout
+    orders = run.suite("checks:orders_properties")
+    assert {r["code"] for r in orders["reasons"]} == {"property-failed"}, run.stdout
+
+
 @pytest.mark.parametrize("direction", ["downgrade", "upgrade"])
 def test_a_lockfile_change_is_judged_as_a_dependency_change(example: Repo, judge: Repo, direction: str) -> None:
     """The replay installs the base's resolve: a change that moves a locked version (a downgrade whose old
