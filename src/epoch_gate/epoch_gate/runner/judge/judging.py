@@ -266,7 +266,11 @@ def _fresh(value: Remote) -> Remote:
     at = _at(value)
     if at[4] is None or at[3]:  # fresh, or not data (a handle has no fields)
         return value
-    again: Remote = _call({"r": _ref(value)}, (), {})
+    again = _call({"r": _ref(value)}, (), {})
+    if type(again) is not Remote or _at(again)[3]:  # the product made it something else since
+        raise NotData(
+            f"{at[2]} read again is no product object with fields now ({_at(again)[3] if type(again) is Remote else type(again).__name__})"
+        )
     _set_fields(value, fields_of(again))
     _set_at(value, (*at[:4], None))
     _current().fresh.append(value)

@@ -429,3 +429,19 @@ def test_the_depth_of_a_malformed_line_is_counted_in_one_pass() -> None:
     found = protocol.STRING.match(unclosed)
     assert found is not None and found.end() == len(unclosed)
     assert judging.too_deep(("[" * 300 + unclosed).encode())
+
+
+def test_plain_of_a_value_that_is_no_longer_data_is_the_products_failure() -> None:
+    """Read again after a call, an object the product turned into something that is not data (its class
+    reassigned) is not an empty object: the record is violated, naming it."""
+
+    def predicate(record: Any, product: Any) -> bool:
+        order = product.app.order()
+        product.app.touch()
+        return judging.plain(order) == {}
+
+    child = Scripted(["v", "Order", obj(0, id=1)], ["v", "NoneType", None], ["o", 1, "Weird", "a Weird without fields"])
+    found = judging.judge(predicate, b"{}", child, 1)
+    assert found == judging.Judgement(
+        False, "the product's answer Order read again is no product object with fields now (a Weird without fields)"
+    )
