@@ -15,6 +15,8 @@ or {"op": "add"} (an operator over the arguments). An argument that is a value t
 {"\\u0000ref": [scope, handle]}; a Decimal or a Fraction is tagged as in an answer.
 An answer is one of
   ["v", type, data]           the product returned; `data` is the value as data (`epoch_gate.runner.product.data`)
+  ["w", type, data]           as "v", to a read again ("r") that ran product code (a property, a custom
+                              `__getattribute__`): the judge holds no other value's fields as they were
   ["o", handle, type, why]    the product returned something that is not data: a handle only
   ["x", classes, message, tb] the product raised: its exception's classes (most derived first, each
                               `module.qualname`, a built-in one `builtins.Name`), its message and its own
@@ -206,10 +208,15 @@ def parse_answer(
         raise ProtocolError(f"an answer that is not JSON ({type(exc).__name__})") from None
     if keys[0] != _keys_written(text):  # a key twice: the parse kept one of them
         raise ProtocolError("an object with a key twice")
-    if type(answer) is not list or not answer or type(answer[0]) is not str or answer[0] not in ("v", "o", "x", "u"):
+    if (
+        type(answer) is not list
+        or not answer
+        or type(answer[0]) is not str
+        or answer[0] not in ("v", "w", "o", "x", "u")
+    ):
         raise ProtocolError("an answer of an unknown kind")
     kind, rest = answer[0], answer[1:]
-    if kind == "v":
+    if kind in ("v", "w"):
         ok = len(rest) == 2 and type(rest[0]) is str
     elif kind == "o":
         ok = len(rest) == 3 and _is_int(rest[0]) and type(rest[1]) is str and type(rest[2]) is str

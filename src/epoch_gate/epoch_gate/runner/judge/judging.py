@@ -474,7 +474,7 @@ def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str,
         run.failed = failed
         raise _Stopped from None
     try:
-        return decode(run, payload)
+        return decode(run, payload, read_again="r" in target)
     except protocol.ProtocolError as exc:
         run.failed = run.child.broke(str(exc))
         raise _Stopped from None
@@ -494,13 +494,19 @@ def _object(handle: int, fields: dict[str, object]) -> Remote:
     return value
 
 
-def decode(run: Run, payload: bytes) -> Any:
+def decode(run: Run, payload: bytes, read_again: bool = False) -> Any:
     """One answer as the predicate gets it: data as the parent's own values (a product object as a Remote,
-    a dict as Entries); the product's exception raised as ProductRaised."""
+    a dict as Entries); the product's exception raised as ProductRaised. A read again that ran product code
+    (answered "w", or raising) leaves no other value's fields as they were."""
     _parsing.run = run
+    held = len(run.fresh)
     answer = protocol.parse_answer(payload, _object, Entries)
     kind = answer[0]
-    if kind == "v":
+    if read_again and kind in ("w", "x"):
+        answered, run.fresh = run.fresh[held:], run.fresh[:held]
+        _stale(run)
+        run.fresh = answered
+    if kind in ("v", "w"):
         _, type_name, data = answer
         if type(data) is Remote:
             scope, handle, _, why, stale = _at(data)

@@ -445,3 +445,29 @@ def test_plain_of_a_value_that_is_no_longer_data_is_the_products_failure() -> No
     assert found == judging.Judgement(
         False, "the product's answer Order read again is no product object with fields now (a Weird without fields)"
     )
+
+
+def test_a_field_read_again_that_ran_product_code_leaves_nothing_else_as_it_was() -> None:
+    """Answered "w" (the read ran a getter of the product's, which may change any object), every other
+    value's fields are read again too; answered "v", they hold."""
+
+    def predicate(record: Any, product: Any) -> bool:
+        a, b = product.app.pair()
+        product.app.touch()
+        before = b.n  # read again, answered "v": it holds...
+        first = a.n  # ...until a read again answered "w"
+        return (before, first, b.n, b.n) == (5, 1, 7, 7)
+
+    child = Scripted(
+        ["v", "tuple", {protocol.TUPLE: [obj(0, n=0), obj(1, n=5)]}],
+        ["v", "NoneType", None],
+        ["v", "int", 5],
+        ["w", "int", 1],
+        ["v", "int", 7],
+    )
+    assert judging.judge(predicate, b"{}", child, 1) == judging.HOLDS
+    assert [call for _, call in child.calls][2:] == [
+        [{"r": [1, 1, "n"]}, [], {}],
+        [{"r": [1, 0, "n"]}, [], {}],
+        [{"r": [1, 1, "n"]}, [], {}],
+    ]

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Sequence
+from typing import Any, BinaryIO, Callable, Optional, Sequence
 
 from epoch_gate.runner.product import data
 from epoch_gate.runner import protocol
@@ -104,10 +104,11 @@ class Server:
             raise Unresolved("a malformed call")
         return call
 
-    def _target(self, target: object) -> tuple[Callable[..., Any], bool]:
-        """What the call runs, and whether it is a read (of an attribute, or a value again as data), which
-        takes no arguments. An attribute is looked up when the call runs, by ordinary attribute access:
-        product code."""
+    def _target(self, target: object) -> tuple[Callable[..., Any], bool, Optional[bool]]:
+        """What the call runs, whether it is a read (of an attribute, or a value again as data), which
+        takes no arguments, and for a read again (`"r"`) whether it runs none of the product's code (the
+        value's own fields, read in `encode`, may yet). An attribute is looked up when the call runs, by
+        ordinary attribute access: product code."""
         if not (type(target) is dict and len(target) == 1):
             raise Unresolved("a malformed target")
         ((kind, value),) = target.items()
@@ -116,16 +117,16 @@ class Server:
         if kind in ("h", "r") and type(value) is list and len(value) == 2:
             kept = self._handle(value)
             if kind == "r":
-                return (lambda: kept), True
+                return (lambda: kept), True, True
             found = kept
         elif kind == "r" and type(value) is list and len(value) == 3 and type(value[2]) is str:
             kept, name = self._handle(value[:2]), value[2]
-            if name not in data.field_names(kept):  # a field only: reading one runs no property of the product's
+            if name not in data.field_names(kept):  # a field only, never a method or a property's name
                 raise Unresolved(f"{name} is not a field of the {data.type_name(kept)}")
-            return (lambda: getattr(kept, name)), True
+            return (lambda: getattr(kept, name)), True, data.reads_plainly(kept, name)
         elif kind == "a" and type(value) is list and len(value) == 3 and type(value[2]) is str:
             kept, name = self._handle(value[:2]), value[2]
-            return (lambda: getattr(kept, name)), True
+            return (lambda: getattr(kept, name)), True, None
         elif kind == "m" and type(value) is str:
             found = self._named(value)
         elif kind == "op" and value in _OPERATORS:
@@ -134,7 +135,7 @@ class Server:
             raise Unresolved("a malformed target")
         if not callable(found):
             raise Unresolved(f"{value} is a {type(found).__name__}, not callable")
-        return found, False  # type: ignore[return-value]
+        return found, False, None  # type: ignore[return-value]
 
     def answer(self, scope: int, line: bytes) -> str:
         """One call's answer, encoded as soon as the call returns (a product that hands back one object and
@@ -144,7 +145,7 @@ class Server:
             self.scope, self.kept = scope, []
         try:
             call = self.read_call(line)
-            function, read = self._target(call[0])  # type: ignore[index]
+            function, read, plainly = self._target(call[0])  # type: ignore[index]
             if read and (call[1] or call[2]):  # type: ignore[index]
                 raise Unresolved("a read takes no arguments")
         except Unresolved as exc:  # the call names nothing, or is not one: the oracle's
@@ -159,9 +160,9 @@ class Server:
             os._exit(EXIT_MEMORY)
         except BaseException as exc:  # noqa: BLE001 - the product failed on this call (SystemExit too): its answer
             return _raised(exc)
-        first = len(self.kept)
+        first, walked = len(self.kept), [bool(plainly)]
         try:
-            text = data.encode(result, self.kept)
+            text = data.encode(result, self.kept, walked)
             if len(text) > protocol.MAX_ANSWER - 1024:
                 del self.kept[first:]
                 raise data.NotData(f"over {protocol.MAX_ANSWER >> 20} MiB of JSON")
@@ -170,7 +171,9 @@ class Server:
             return json.dumps(["o", first, data.type_name(result), str(exc)[:500]])
         except MemoryError:
             os._exit(EXIT_MEMORY)
-        return '["v",%s,%s]' % (json.dumps(data.type_name(result)), text)
+        # A read again that ran product code: the judge no longer holds any other value's fields as they were
+        kind = "w" if plainly is not None and not all(walked) else "v"
+        return '["%s",%s,%s]' % (kind, json.dumps(data.type_name(result)), text)
 
     def serve(self, channel_in: BinaryIO, channel_out: BinaryIO) -> int:
         # Bound once, before any product code runs: rebinding these names later changes nothing here.

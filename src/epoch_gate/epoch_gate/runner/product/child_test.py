@@ -879,12 +879,17 @@ def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
 
 def test_a_field_is_read_again_by_name_and_only_a_field() -> None:
     """`{"r": [scope, handle, name]}` reads one field of a value the child keeps, by attribute access; a
-    name its fields do not hold (a method, a property) is not such a read."""
+    name its fields do not hold (a method, a property) is not such a read. A read that may run product code
+    (a class with an attribute lookup of its own) is answered "w": the judge holds nothing else as it was."""
     server = Server()
-    namespace = b'[{"m":"types.SimpleNamespace"},[],{"a":1}]'
-    assert json.loads(server.answer(1, namespace)) == ["v", "SimpleNamespace", {"\u0000h": 0, "a": 1}]
+    plain = b'[{"m":"argparse.Namespace"},[],{"a":1}]'
+    assert json.loads(server.answer(1, plain)) == ["v", "Namespace", {"\u0000h": 0, "a": 1}]
     assert json.loads(server.answer(1, b'[{"r":[1,0,"a"]},[],{}]')) == ["v", "int", 1]
     assert json.loads(server.answer(1, b'[{"r":[1,0,"__class__"]},[],{}]')) == [
         "u",
-        "__class__ is not a field of the SimpleNamespace",
+        "__class__ is not a field of the Namespace",
     ]
+    own_lookup = b'[{"m":"types.SimpleNamespace"},[],{"a":1}]'  # a C type with its own __getattribute__
+    assert json.loads(server.answer(1, own_lookup)) == ["v", "SimpleNamespace", {"\u0000h": 1, "a": 1}]
+    assert json.loads(server.answer(1, b'[{"r":[1,1,"a"]},[],{}]')) == ["w", "int", 1]
+    assert json.loads(server.answer(1, b'[{"r":[1,1]},[],{}]')) == ["w", "SimpleNamespace", {"\u0000h": 2, "a": 1}]

@@ -69,6 +69,27 @@ def _declared(cls: type) -> Optional[tuple[str, ...]]:
     return found
 
 
+def reads_plainly(value: object, name: str) -> bool:
+    """Whether reading the attribute `name` of `value` runs none of the product's code: the class reads
+    attributes as `object` does, and the name is a slot, or is in the instance's own dict without a data
+    descriptor (a property) of that name on the class."""
+    mro = type.__dict__["__mro__"].__get__(type(value))
+    found = next((vars(klass) for klass in mro if "__getattribute__" in vars(klass)), None)
+    if found is None or found["__getattribute__"] is not object.__getattribute__:
+        return False
+    declared = next((vars(klass)[name] for klass in mro if name in vars(klass)), None)
+    if type(declared) is types.MemberDescriptorType:
+        return True
+    kind = type(declared)
+    if declared is not None and any(hasattr(kind, method) for method in ("__set__", "__delete__")):
+        return False
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return False
+    return type(own) is dict and name in own
+
+
 def field_names(value: object) -> tuple[str, ...]:
     """The names `encode` reads as the value's fields: its class's declaration, or its own public keys."""
     return _declared(type(value)) or _own_names(value) or ()
@@ -130,6 +151,7 @@ class _Walk:
 
     def __init__(self, kept: list[object]) -> None:
         self.kept, self.path, self.left = kept, set(), MAX_WALKED
+        self.plainly = True  # no field it read ran product code (`reads_plainly`)
 
     def part(self, value: Any, depth: int) -> Any:
         """The value as plain JSON data; NotData when it is not data."""
@@ -229,6 +251,7 @@ class _Walk:
                 raise NotData(f"a {type(value).__name__} without fields")
         made: dict[str, object] = {HANDLE: -1}  # the handle first: the protocol's tag
         for name in names:
+            self.plainly = self.plainly and reads_plainly(value, name)
             try:
                 item = getattr(value, name)
             except (RecursionError, MemoryError):
@@ -272,14 +295,19 @@ class _Walk:
 _dumps = json.JSONEncoder(ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":")).encode
 
 
-def encode(value: object, kept: list[object]) -> str:
+def encode(value: object, kept: list[object], plainly: Optional[list[bool]] = None) -> str:
     """The value as ASCII JSON; each object written is appended to `kept` as its object closes. NotData
-    (saying why) when the value itself is not data; `kept` is then as it was."""
+    (saying why) when the value itself is not data; `kept` is then as it was. `plainly`, when given, gets
+    whether no field read ran product code."""
     mark = len(kept)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, WALK_FRAMES))  # MAX_NESTING is reached whatever the product set
+    walk = _Walk(kept)
     try:
-        return _dumps(_Walk(kept).part(value, 1))
+        text = _dumps(walk.part(value, 1))
+        if plainly is not None:
+            plainly.append(walk.plainly)
+        return text
     except NotData:
         del kept[mark:]
         raise

@@ -314,3 +314,37 @@ def test_a_value_crosses_as_production_reads_it_never_as_its_dict_says() -> None
     assert encode(Forged()).count("amount") == 1
     assert read(TwoFaced()) == {"amount": -1}
     assert read({"amount": -1, Named("amount"): 100}) == {"amount": -1}
+
+
+def test_a_field_reads_plainly_only_when_no_code_of_the_products_can_run() -> None:
+    @dataclass
+    class Plain:
+        n: int = 0
+
+    class Slotted:
+        __slots__ = ("n",)
+
+        def __init__(self) -> None:
+            self.n = 1
+
+    class Computed:
+        def __init__(self) -> None:
+            self.__dict__["n"] = 1
+
+        @property
+        def n(self) -> int:  # a property wins over the instance's own entry
+            return 2
+
+    class Watching:
+        def __init__(self) -> None:
+            self.n = 1
+
+        def __getattribute__(self, name: str) -> object:
+            return object.__getattribute__(self, name)
+
+    class Missing:
+        def __getattr__(self, name: str) -> object:
+            return 3
+
+    assert data.reads_plainly(Plain(), "n") and data.reads_plainly(Slotted(), "n")
+    assert not any(data.reads_plainly(value, "n") for value in (Computed(), Watching(), Missing()))
