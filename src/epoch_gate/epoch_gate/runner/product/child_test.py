@@ -877,10 +877,22 @@ def test_the_child_drops_every_value_of_a_scope_once_the_next_begins() -> None:
     ]
 
 
-def test_a_field_is_read_again_by_name_and_only_a_field() -> None:
+WATCHED = """
+class Watching:  # an attribute lookup of its own: reading a field of it may run product code
+    def __init__(self):
+        self.a = 1
+
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+"""
+
+
+def test_a_field_is_read_again_by_name_and_only_a_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`{"r": [scope, handle, name]}` reads one field of a value the child keeps, by attribute access; a
     name its fields do not hold (a method, a property) is not such a read. A read that may run product code
     (a class with an attribute lookup of its own) is answered "w": the judge holds nothing else as it was."""
+    (tmp_path / "watched_app.py").write_text(WATCHED)
+    monkeypatch.syspath_prepend(str(tmp_path))
     server = Server()
     plain = b'[{"m":"argparse.Namespace"},[],{"a":1}]'
     assert json.loads(server.answer(1, plain)) == ["v", "Namespace", {"\u0000h": 0, "a": 1}]
@@ -889,7 +901,7 @@ def test_a_field_is_read_again_by_name_and_only_a_field() -> None:
         "u",
         "__class__ is not a field of the Namespace",
     ]
-    own_lookup = b'[{"m":"types.SimpleNamespace"},[],{"a":1}]'  # a C type with its own __getattribute__
-    assert json.loads(server.answer(1, own_lookup)) == ["v", "SimpleNamespace", {"\u0000h": 1, "a": 1}]
+    watched = b'[{"m":"watched_app.Watching"},[],{}]'
+    assert json.loads(server.answer(1, watched)) == ["v", "Watching", {"\u0000h": 1, "a": 1}]
     assert json.loads(server.answer(1, b'[{"r":[1,1,"a"]},[],{}]')) == ["w", "int", 1]
-    assert json.loads(server.answer(1, b'[{"r":[1,1]},[],{}]')) == ["w", "SimpleNamespace", {"\u0000h": 2, "a": 1}]
+    assert json.loads(server.answer(1, b'[{"r":[1,1]},[],{}]')) == ["w", "Watching", {"\u0000h": 2, "a": 1}]
