@@ -497,12 +497,12 @@ def _object(handle: int, fields: dict[str, object]) -> Remote:
 def decode(run: Run, payload: bytes, read_again: bool = False) -> Any:
     """One answer as the predicate gets it: data as the parent's own values (a product object as a Remote,
     a dict as Entries); the product's exception raised as ProductRaised. A read again that ran product code
-    (answered "w", or raising) leaves no other value's fields as they were."""
+    (answered "w", raising, or no longer data) leaves no other value's fields as they were."""
     _parsing.run = run
     held = len(run.fresh)
     answer = protocol.parse_answer(payload, _object, Entries)
     kind = answer[0]
-    if read_again and kind in ("w", "x"):
+    if read_again and kind in ("w", "x", "o"):  # "o": no longer data, whatever ran to make it so
         answered, run.fresh = run.fresh[held:], run.fresh[:held]
         _stale(run)
         run.fresh = answered

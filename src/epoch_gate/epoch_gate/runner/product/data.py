@@ -69,25 +69,34 @@ def _declared(cls: type) -> Optional[tuple[str, ...]]:
     return found
 
 
+_CLASS_DICT = type.__dict__["__dict__"].__get__  # a class's own dict, whatever its metaclass says
+_MRO = type.__dict__["__mro__"].__get__
+
+
 def reads_plainly(value: object, name: str) -> bool:
-    """Whether reading the attribute `name` of `value` runs none of the product's code: the class reads
-    attributes as `object` does, and the name is a slot, or is in the instance's own dict without a data
-    descriptor (a property) of that name on the class."""
-    mro = type.__dict__["__mro__"].__get__(type(value))
-    found = next((vars(klass) for klass in mro if "__getattribute__" in vars(klass)), None)
-    if found is None or found["__getattribute__"] is not object.__getattribute__:
+    """Whether reading the attribute `name` of `value` runs none of the product's code, decided on the
+    classes' own dicts (no lookup a metaclass could answer): the classes read attributes as `object` does
+    and have no `__getattr__` or `__dict__` of their own, and the name is a slot, or an entry of the
+    instance's own dict (its keys all exactly `str`) with no data descriptor (a property) of that name."""
+    mro = _MRO(type(value))
+    dicts = [_CLASS_DICT(klass) for klass in mro]
+    lookup = next((found["__getattribute__"] for found in dicts if "__getattribute__" in found), None)
+    if lookup is not object.__getattribute__ or any("__getattr__" in found for found in dicts):
         return False
-    declared = next((vars(klass)[name] for klass in mro if name in vars(klass)), None)
+    if any("__dict__" in found and type(found["__dict__"]) is not types.GetSetDescriptorType for found in dicts):
+        return False
+    declared = next((found[name] for found in dicts if name in found), None)
     if type(declared) is types.MemberDescriptorType:
         return True
-    kind = type(declared)
-    if declared is not None and any(hasattr(kind, method) for method in ("__set__", "__delete__")):
+    if declared is not None and any(
+        "__set__" in found or "__delete__" in found for found in map(_CLASS_DICT, _MRO(type(declared)))
+    ):
         return False
     try:
         own = object.__getattribute__(value, "__dict__")
     except AttributeError:
         return False
-    return type(own) is dict and name in own
+    return type(own) is dict and all(type(key) is str for key in own) and name in own
 
 
 def field_names(value: object) -> tuple[str, ...]:
@@ -151,7 +160,7 @@ class _Walk:
 
     def __init__(self, kept: list[object]) -> None:
         self.kept, self.path, self.left = kept, set(), MAX_WALKED
-        self.plainly = True  # no field it read ran product code (`reads_plainly`)
+        self.plainly = True  # nothing it read ran product code (`reads_plainly`, `product`)
 
     def part(self, value: Any, depth: int) -> Any:
         """The value as plain JSON data; NotData when it is not data."""
@@ -184,6 +193,7 @@ class _Walk:
         if kind == "decimal":
             return {DECIMAL: Decimal.__str__(value)}
         if kind == "fraction":
+            self.plainly = self.plainly and cls is Fraction  # a subclass's numerator may be its own code
             return {FRACTION: f"{int.__repr__(value.numerator)}/{int.__repr__(value.denominator)}"}
         if kind == "other":
             raise NotData(f"a {cls.__name__}")
@@ -230,10 +240,10 @@ class _Walk:
                 made.append(self.part(item, depth + 1))
         return made
 
-    @staticmethod
-    def product(read: Callable[[], Any]) -> Any:
+    def product(self, read: Callable[[], Any]) -> Any:
         """What the product's own code gives (an iterator, an Enum's value, a sort by its items' order);
         NotData when it raises."""
+        self.plainly = False
         try:
             return read()
         except (RecursionError, MemoryError):
@@ -244,6 +254,7 @@ class _Walk:
     def object(self, value: Any, depth: int) -> dict[str, object]:
         """A product object: its handle, then each field that reads without raising (by ordinary attribute
         access) and is data; the value is kept once its fields are read."""
+        self.plainly = self.plainly and type(value) in _DECLARED  # finding a new class's fields asks the class
         names = _declared(type(value))
         if names is None:
             names = _own_names(value)

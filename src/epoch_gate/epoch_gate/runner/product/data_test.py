@@ -346,5 +346,20 @@ def test_a_field_reads_plainly_only_when_no_code_of_the_products_can_run() -> No
         def __getattr__(self, name: str) -> object:
             return 3
 
+    class Lazy:  # a slot unset since, which falls through to the product's __getattr__
+        __slots__ = ("n",)
+
+        def __getattr__(self, name: str) -> object:
+            return 4
+
+    class Key(str):
+        def __eq__(self, other: object) -> bool:  # run by a dict lookup of a colliding name
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    keyed = Plain()
+    keyed.__dict__[Key("m")] = 1
+
     assert data.reads_plainly(Plain(), "n") and data.reads_plainly(Slotted(), "n")
-    assert not any(data.reads_plainly(value, "n") for value in (Computed(), Watching(), Missing()))
+    assert not any(data.reads_plainly(value, "n") for value in (Computed(), Watching(), Missing(), Lazy(), keyed))
