@@ -162,7 +162,7 @@ class Server:
             return _raised(exc)
         first, walked = len(self.kept), [bool(plainly)]
         try:
-            text = data.encode(result, self.kept, walked)
+            text = data.encode(result, self.kept, walked if plainly is not None else None)
             if len(text) > protocol.MAX_ANSWER - 1024:
                 del self.kept[first:]
                 raise data.NotData(f"over {protocol.MAX_ANSWER >> 20} MiB of JSON")

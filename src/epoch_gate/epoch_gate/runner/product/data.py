@@ -158,9 +158,11 @@ class _Walk:
     """One value's reading: the objects written so far (`kept`), the parts on the current path (a cycle
     closes on one) and what is left of the budget."""
 
-    def __init__(self, kept: list[object]) -> None:
+    def __init__(self, kept: list[object], judge_reads: bool = False) -> None:
         self.kept, self.path, self.left = kept, set(), MAX_WALKED
-        self.plainly = True  # nothing it read ran product code (`reads_plainly`, `product`)
+        # Whether each field read is judged (a read again only: an answer to a call needs no such word),
+        # and whether nothing it read ran product code (`reads_plainly`, `product`)
+        self.judge_reads, self.plainly = judge_reads, True
 
     def part(self, value: Any, depth: int) -> Any:
         """The value as plain JSON data; NotData when it is not data."""
@@ -262,7 +264,8 @@ class _Walk:
                 raise NotData(f"a {type(value).__name__} without fields")
         made: dict[str, object] = {HANDLE: -1}  # the handle first: the protocol's tag
         for name in names:
-            self.plainly = self.plainly and reads_plainly(value, name)
+            if self.judge_reads:
+                self.plainly = self.plainly and reads_plainly(value, name)
             try:
                 item = getattr(value, name)
             except (RecursionError, MemoryError):
@@ -313,7 +316,7 @@ def encode(value: object, kept: list[object], plainly: Optional[list[bool]] = No
     mark = len(kept)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, WALK_FRAMES))  # MAX_NESTING is reached whatever the product set
-    walk = _Walk(kept)
+    walk = _Walk(kept, judge_reads=plainly is not None)
     try:
         text = _dumps(walk.part(value, 1))
         if plainly is not None:
