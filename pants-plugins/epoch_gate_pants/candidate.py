@@ -47,7 +47,13 @@ def _below_python(path: str, python_folders: set[str]) -> bool:
 
 def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent], list[tuple[str, str]]]:
     """Read in the goal (git is the deciding process's own reader), as bytes and nothing else."""
-    python_folders = {posixpath.dirname(path) for path in candidate.entries if path.endswith(".py")}
+    # Folders holding anything Python imports: source, and compiled code alone (which an import by a built
+    # name would load in production)
+    python_folders = {
+        posixpath.dirname(path)
+        for path in candidate.entries
+        if path.endswith(".py") or module_name(posixpath.basename(path))
+    }
     inside = {path: entry for path, entry in candidate.entries.items() if _below_python(path, python_folders)}
     irregular = []
     for path, (mode, _) in sorted(inside.items()):

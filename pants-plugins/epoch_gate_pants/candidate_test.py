@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
+from epoch_gate.change.candidate import Candidate, _entries
 from epoch_gate.reasons import Code
 from epoch_gate.runner.product.child import unshipped_stub
 from epoch_gate_pants import candidate
-from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest
-from epoch_gate_pants.rule_harness import PREDICATES, candidate_files, write_repo
+from epoch_gate_pants.candidate import CandidateClosure, CandidateClosureRequest, candidate_files
+from epoch_gate_pants.rule_harness import PREDICATES, write_repo
+from epoch_gate_pants.rule_harness import candidate_files as harness_files
 
 MODULES = (candidate,)
 QUERIES = (
@@ -22,7 +27,7 @@ QUERIES = (
 
 def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)
-    candidate = candidate_files(
+    candidate = harness_files(
         rule_runner,
         {
             "src/payments_lib.py": "from pkg import rules\nimport helper\n",
@@ -105,3 +110,31 @@ def test_the_candidate_closure_is_what_the_suites_product_modules_import(rule_ru
     assert shipped["unrelated.py"] == unshipped_stub("unrelated") and shipped["other/__init__.py"] == unshipped_stub(
         "other"
     )
+
+
+def test_compiled_code_alone_in_a_folder_is_read_and_refused(tmp_path: Path) -> None:
+    """A folder holding only an extension module is a Python folder too: imported by a name built at run
+    time, production loads it, so the replay must not simply miss it (a stand-in is source: refused)."""
+    files = {
+        "src/app.py": b"",
+        "src/native/fastpath.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
+        "src/pkg/__init__.py": b"",
+        "docs/notes.md": b"not Python",
+    }
+    for path, content in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(content)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    tree = subprocess.run([*git, "rev-parse", "HEAD^{tree}"], check=True, capture_output=True, text=True).stdout
+    candidate = Candidate("c", tree.strip(), "b", (), _entries(tmp_path, tree.strip()), True)
+    read, irregular = candidate_files(tmp_path, candidate)
+    assert sorted(c.path for c in read) == ["src/app.py", "src/pkg/__init__.py"]
+    assert irregular == [
+        (
+            "src/native/fastpath.cpython-311-x86_64-linux-gnu.so",
+            "compiled code, which cannot be reviewed or followed as source",
+        )
+    ]

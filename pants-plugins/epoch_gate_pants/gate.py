@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping, Optional
 
+from pants.backend.python.subsystems.setup import PythonSetup
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
 from pants.core.util_rules.distdir import DistDir
@@ -228,10 +229,11 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
 
 
 async def _candidate_files(
-    root: Path, change: Change, build_patterns: tuple[str, ...]
+    root: Path, change: Change, build_patterns: tuple[str, ...], python_setup: PythonSetup
 ) -> tuple[Change, Optional[CandidateFiles]]:
     """Trusted mode: the candidate's BUILD files checked (never loaded here, but once merged every judge
-    would execute them), and its files as a digest for the replays."""
+    would execute them; where several resolves are declared, against the base's, so that no target moves
+    to another), and its files as a digest for the replays."""
     candidate = change.candidate
     if candidate is None:
         return change, None
@@ -240,10 +242,14 @@ async def _candidate_files(
         for c in candidate.changed
         if c.status != "deleted" and any(fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)
     ]
+    several = python_setup.enable_resolves and len(python_setup.resolves) > 1
     findings = [
         *change.findings,
         *build_file_problems(
-            {p: read_at(root, candidate.tree, p) or b"" for p in builds}, [t.alias for t in ORACLE_TARGETS]
+            {p: read_at(root, candidate.tree, p) or b"" for p in builds},
+            [t.alias for t in ORACLE_TARGETS],
+            {p: read_at(root, candidate.base, p) for p in builds} if several else None,
+            python_setup.default_resolve,
         ),
     ]
     try:
@@ -375,7 +381,11 @@ class _SetUp:
 
 
 async def _set_up(
-    gate: GateSubsystem, changed: Changed, global_options: GlobalOptions, environment: CompleteEnvironmentVars
+    gate: GateSubsystem,
+    changed: Changed,
+    global_options: GlobalOptions,
+    environment: CompleteEnvironmentVars,
+    python_setup: PythonSetup,
 ) -> _SetUp:
     shadowed = gate_code_shadowed()  # the code deciding must be the gate's own
     key, unusable = _held_out_key(gate, environment)  # read before this run starts any process of its own
@@ -388,7 +398,8 @@ async def _set_up(
         if gate.candidate
         else local_change(root, changed.since or gate.base, gate.trusted_refs)
     )
-    change, candidate_files = await _candidate_files(root, gathered, tuple(global_options.build_patterns))
+    build_patterns = tuple(global_options.build_patterns)
+    change, candidate_files = await _candidate_files(root, gathered, build_patterns, python_setup)
     tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
     findings = (*shadowed, *problems, *change.findings, *refused)
     return _SetUp(root, change, candidate_files, tree_key, held_out_why, today, findings)
@@ -430,8 +441,9 @@ async def run_gate(
     global_options: GlobalOptions,
     run_id: RunId,
     environment: CompleteEnvironmentVars,
+    python_setup: PythonSetup,
 ) -> Gate:
-    setup = await _set_up(gate, changed, global_options, environment)
+    setup = await _set_up(gate, changed, global_options, environment, python_setup)
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In

@@ -36,6 +36,7 @@ from pants.util.strutil import help_text
 
 from epoch_gate.runner.jail import isolation
 from epoch_gate.runner.jail.isolation import Isolation, Mode
+from epoch_gate.runner.jail.seccomp import child_filter
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.runner.jail.confine import Limits
 from epoch_gate_pants.failures import failure_line
@@ -419,7 +420,7 @@ async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root:
     fixed_clock = jail_tools.clock.missing is None
     child = isolation.child_probe_argv(python.path, prefixes, "/")
     argv = isolation.jailed_argv(
-        [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child)],
+        [python.path, "-S", "-s", "-c", isolation.PROBE, root, json.dumps(child), (child_filter() or b"").hex()],
         {},
         prefixes,
         root,

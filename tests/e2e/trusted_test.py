@@ -373,21 +373,26 @@ def test_a_locked_package_the_trusted_graph_does_not_infer_is_installed_as_in_pr
     assert {r["code"] for r in orders["reasons"]} == {"property-failed"}, run.stdout
 
 
-@pytest.mark.parametrize("direction", ["downgrade", "upgrade"])
+@pytest.mark.parametrize("direction", ["downgrade", "upgrade", "another resolve"])
 def test_a_lockfile_change_is_judged_as_a_dependency_change(example: Repo, judge: Repo, direction: str) -> None:
     """The replay installs the base's resolve: a change that moves a locked version (a downgrade whose old
-    behaviour the product's new code relies on, or an honest upgrade) lands on its own first."""
-    lockfile = example.root / "3rdparty/python/python-default.lock"
-    text = lockfile.read_text()
-    moved = text.replace(
-        '"version": "26.1.0"', '"version": "25.1.0"' if direction == "downgrade" else '"version": "26.2.0"'
-    )
+    behaviour the product's new code relies on, or an honest upgrade), or that moves product code to
+    another resolve (which production would install it with), lands on its own first."""
+    if direction == "another resolve":
+        path, text = "src/orders/orders/BUILD", (example.root / "src/orders/orders/BUILD").read_text()
+        moved = text.replace("python_sources()", 'python_sources(resolve="pants-plugins")')
+    else:
+        path = "3rdparty/python/python-default.lock"
+        text = (example.root / path).read_text()
+        moved = text.replace(
+            '"version": "26.1.0"', '"version": "25.1.0"' if direction == "downgrade" else '"version": "26.2.0"'
+        )
     assert moved != text
-    commit = example.candidate(f"lock-{direction}", files={"3rdparty/python/python-default.lock": moved})
+    commit = example.candidate(f"lock-{direction.replace(' ', '-')}", files={path: moved})
     run = judged(judge, commit)
     assert run.verdict == "closed" and run.exit_code == 1, run.stdout
     found = [(r["code"], r["path"]) for r in run.report["reasons"]]
-    assert found == [("requirements-changed", "3rdparty/python/python-default.lock")], run.stdout
+    assert found == [("requirements-changed", path)], run.stdout
 
 
 def test_the_ci_script_refuses_a_short_trusted_ref(repo: Repo) -> None:

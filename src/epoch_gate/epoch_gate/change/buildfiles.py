@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from epoch_gate.reasons import Code, Reason
 
@@ -44,17 +44,37 @@ def problem(source):
 try:  # as Pants reads it: UTF-8 text, so a coding line cannot make this parse see other code than Pants runs
     source = sys.stdin.buffer.read().decode("utf-8")
 except UnicodeDecodeError:
-    print(json.dumps({"problem": "not UTF-8 text", "calls": []}))
+    print(json.dumps({"problem": "not UTF-8 text", "calls": [], "targets": []}))
     raise SystemExit(0)
+def resolves(call):
+    # Every string under a `resolve` argument or a "resolve" key (overrides) of the call, or None for none
+    named = None
+    for node in ast.walk(call):
+        values = [k.value for k in node.keywords if k.arg == "resolve"] if isinstance(node, ast.Call) else []
+        if isinstance(node, ast.Dict):
+            values += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "resolve"]
+        for value in values:
+            named = (named or set()) | {n.value for n in ast.walk(value) if isinstance(n, ast.Constant)
+                                         and isinstance(n.value, str)}
+    return None if named is None else sorted(named)
+def name(call):
+    found = [k.value.value for k in call.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)]
+    return str(found[0]) if found else ""
 found = problem(source)
-calls = [] if found else sorted({node.func.id for node in ast.walk(ast.parse(source))
+tree = None if found else ast.parse(source)
+calls = [] if found else sorted({node.func.id for node in ast.walk(tree)
                                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)})
-print(json.dumps({"problem": found, "calls": calls}))
+targets = [] if found else [[name(s.value), resolves(s.value)] for s in tree.body]
+print(json.dumps({"problem": found, "calls": calls, "targets": targets}))
 """
 
 
-def _checked(source: bytes) -> tuple[str, tuple[str, ...]]:
-    """(why the file is not plain declarations, or ""; the names it calls)."""
+# A target's name in its BUILD file ("" for the folder's default) -> the resolves it names, or None for none
+Targets = dict[str, Optional[tuple[str, ...]]]
+
+
+def _checked(source: bytes) -> tuple[str, tuple[str, ...], Targets]:
+    """(why the file is not plain declarations, or ""; the names it calls; its targets' resolves)."""
     try:
         done = subprocess.run(
             [sys.executable, "-I", "-S", "-c", _CHECK],
@@ -65,7 +85,7 @@ def _checked(source: bytes) -> tuple[str, tuple[str, ...]]:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"could not be checked ({type(error).__name__})", ()
+        return f"could not be checked ({type(error).__name__})", (), {}
     try:
         found = json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
@@ -75,17 +95,28 @@ def _checked(source: bytes) -> tuple[str, tuple[str, ...]]:
         and isinstance(found.get("problem"), str)
         and all(isinstance(c, str) for c in found.get("calls", ()))
     ):
-        return f"could not be checked (the checker ended with {done.returncode})", ()
-    return found["problem"], tuple(found["calls"])
+        return f"could not be checked (the checker ended with {done.returncode})", (), {}
+    try:
+        targets = {str(name): None if named is None else tuple(map(str, named)) for name, named in found["targets"]}
+    except (KeyError, TypeError, ValueError):
+        return "could not be checked (the checker's report is malformed)", (), {}
+    return found["problem"], tuple(found["calls"]), targets
 
 
-def build_file_problems(files: Mapping[str, bytes], oracle_types: Sequence[str] = ()) -> list[Reason]:
+def build_file_problems(
+    files: Mapping[str, bytes],
+    oracle_types: Sequence[str] = (),
+    base: Optional[Mapping[str, Optional[bytes]]] = None,
+    default_resolve: str = "",
+) -> list[Reason]:
     """A closing reason per changed BUILD file that is more than literal target declarations, or that
     declares one of `oracle_types`: the judge's graph does not hold the candidate's targets, so a suite,
-    fixture or manifest the change adds or moves would otherwise land with nobody reviewing its oracle."""
+    fixture or manifest the change adds or moves would otherwise land with nobody reviewing its oracle.
+    With the `base`'s BUILD files (asked where several resolves are declared), one per target it puts in
+    a resolve it was not in (`_moves`)."""
     reasons = []
     for path, source in sorted(files.items()):
-        found, calls = _checked(source)
+        found, calls, targets = _checked(source)
         if found:
             reasons.append(
                 Reason(
@@ -107,6 +138,37 @@ def build_file_problems(files: Mapping[str, bytes], oracle_types: Sequence[str] 
                     "declares " + ", ".join(declared),
                     "a BUILD file of this change declares oracle targets: a suite, fixture or "
                     "manifest it adds or moves is an oracle change, reviewed by hand",
+                )
+            )
+        if base is not None:
+            before = base.get(path)
+            reasons += _moves(path, targets, {} if before is None else _checked(before)[2], default_resolve)
+    return reasons
+
+
+def _named(resolves: Optional[tuple[str, ...]]) -> str:
+    return "resolve " + ", ".join(resolves) if resolves else "no resolve named"
+
+
+def _moves(path: str, targets: Targets, before: Targets, default_resolve: str) -> list[Reason]:
+    """A `requirements-changed` reason per target put in a resolve it was not in: the replay installs the
+    suite's resolve, and production would install that code with another. A target keeps the resolves the
+    base's target of its name named; a new one names none or `default_resolve`."""
+    reasons = []
+    for name, named in sorted(targets.items()):
+        if name in before:
+            moved, kept = named != before[name], _named(before[name])
+        else:
+            moved, kept = named not in (None, (default_resolve,)), f"{default_resolve} or no resolve named"
+        if moved:
+            reasons.append(
+                Reason(
+                    Code.REQUIREMENTS_CHANGED,
+                    path,
+                    f"target {name or '(the folder default)'}: {kept}",
+                    _named(named),
+                    "a BUILD file of this change moves product code to another resolve: the replay judges "
+                    "it with the suite's resolve, production would install it with that one",
                 )
             )
     return reasons

@@ -62,3 +62,51 @@ def test_a_coding_line_cannot_hide_code_from_the_check() -> None:
     assert codes == {Code.BUILD_FILE_CODE}
     (reason,) = build_file_problems({"src/BUILD": b"python_sources(name='\xff')\n"})
     assert reason.found == "not UTF-8 text"
+
+
+BASE = b'python_sources(name="lib", resolve="python-default")\npython_sources(name="tools", resolve=parametrize("a", "b"))\npython_tests(name="tests")\n'
+
+
+@pytest.mark.parametrize(
+    "changed, found",
+    [
+        # Kept as they were, and a new target in the default resolve or naming none: judged as product code
+        (BASE + b'python_sources(name="new")\npython_sources(name="newer", resolve="python-default")\n', []),
+        (b'python_sources(name="lib", resolve="python-default", dependencies=["x"])\n', []),
+        # Moved: named, unnamed, widened, narrowed, by an override, a new target elsewhere
+        (b'python_sources(name="lib", resolve="other")\n', [("target lib: resolve python-default", "resolve other")]),
+        (b'python_sources(name="lib")\n', [("target lib: resolve python-default", "no resolve named")]),
+        (b'python_tests(name="tests", resolve="other")\n', [("target tests: no resolve named", "resolve other")]),
+        (
+            b'python_sources(name="lib", resolve=parametrize("python-default", "other"))\n',
+            [("target lib: resolve python-default", "resolve other, python-default")],
+        ),
+        (b'python_sources(name="tools", resolve="a")\n', [("target tools: resolve a, b", "resolve a")]),
+        (
+            b'python_sources(name="lib", resolve="python-default", overrides={"x.py": {"resolve": "other"}})\n',
+            [("target lib: resolve python-default", "resolve other, python-default")],
+        ),
+        (
+            b'python_sources(resolve="other")\n',
+            [("target (the folder default): python-default or no resolve named", "resolve other")],
+        ),
+    ],
+)
+def test_a_target_put_in_a_resolve_it_was_not_in_is_a_requirement_change(
+    changed: bytes, found: list[tuple[str, str]]
+) -> None:
+    reasons = build_file_problems({"src/orders/BUILD": changed}, (), {"src/orders/BUILD": BASE}, "python-default")
+    assert [(r.code, r.path, r.expected, r.found) for r in reasons] == [
+        (Code.REQUIREMENTS_CHANGED, "src/orders/BUILD", expected, was) for expected, was in found
+    ]
+
+
+def test_a_new_build_file_may_name_only_the_default_resolve() -> None:
+    new = b'python_sources(name="a")\npython_sources(name="b", resolve="other")\n'
+    (reason,) = build_file_problems({"src/new/BUILD": new}, (), {"src/new/BUILD": None}, "python-default")
+    assert (reason.code, reason.expected, reason.found) == (
+        Code.REQUIREMENTS_CHANGED,
+        "target b: python-default or no resolve named",
+        "resolve other",
+    )
+    assert build_file_problems({"src/new/BUILD": new}) == []  # one resolve declared: nothing to move to

@@ -78,6 +78,7 @@ def child_jail_arguments(
     read_only: Iterable[str],
     cwd: str,
     env: dict[str, str],
+    seccomp_fd: str,
     tmp_bytes: Optional[int] = None,
 ) -> list[str]:
     """bwrap's arguments, up to and including `--`, for the replay's child: a jail inside the replay's own,
@@ -85,7 +86,8 @@ def child_jail_arguments(
     empty /tmp of its own, of `tmp_bytes` (bubblewrap 0.7 and later), or read-only when None. Nothing
     else is writable: its root and /dev are remounted read-only. It has its own user, PID, network, IPC
     and UTS namespaces and no /proc, so the runner that started it is not there to see, signal or trace;
-    when its first process exits, the kernel ends every process it started."""
+    when its first process exits, the kernel ends every process it started. The system calls that would
+    hold memory out of the watch's sight are refused (`seccomp.child_filter`, read from `seccomp_fd`)."""
     tmp = ["--size", str(tmp_bytes), "--tmpfs", "/tmp"] if tmp_bytes is not None else ["--tmpfs", "/tmp"]
     args = [
         "--unshare-all",
@@ -96,6 +98,8 @@ def child_jail_arguments(
         "--hostname",
         "child",
         "--clearenv",
+        "--seccomp",
+        seccomp_fd,
         *_system_binds(),
         "--dev",
         "/dev",
@@ -263,9 +267,9 @@ def jailed_argv(
     return [BWRAP, *jail_arguments(python_prefixes, build_root, sandbox), *capabilities, "--", *step, *argv]
 
 
-# Run as `python -S -s -c PROBE <build root> <the child's jail argv, JSON>` inside the jail; prints one JSON
-# object. The child's jail runs CHILD_PROBE, which reports its own pid (2 in a PID namespace of its own,
-# after bwrap's init) and whether it can see a /proc.
+# Run as `python -S -s -c PROBE <build root> <the child's jail argv, JSON> <its seccomp filter, hex>` inside
+# the jail; prints one JSON object. The child's jail runs CHILD_PROBE, which reports its own pid (2 in a PID
+# namespace of its own, after bwrap's init), whether it can see a /proc and whether a memfd is refused.
 PROBE = """
 import json, os, socket, subprocess, sys, time
 root = sys.argv[1]
@@ -274,21 +278,35 @@ try:
 except OSError:
     tree = []
 try:
-    ran = subprocess.run(json.loads(sys.argv[2]), capture_output=True, timeout=60)
+    read, write = os.pipe()
+    os.write(write, bytes.fromhex(sys.argv[3]))
+    os.close(write)
+    argv = [str(read) if part == "{seccomp}" else part for part in json.loads(sys.argv[2])]
+    ran = subprocess.run(argv, capture_output=True, timeout=60, pass_fds=(read,))
     child = ran.stdout.decode("utf-8", "replace").strip() if ran.returncode == 0 else \
         "exit %d: %s" % (ran.returncode, (ran.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1])
-except (OSError, ValueError, subprocess.SubprocessError) as error:
+except (OSError, ValueError, IndexError, subprocess.SubprocessError) as error:
     child = "%s: %s" % (type(error).__name__, error)
 print(json.dumps({"tree": tree, "interfaces": sorted(n for _, n in socket.if_nameindex()),
                   "clock": time.time(), "child": child[:300]}))
 """
-CHILD_PROBE = "import os; print(os.getpid(), os.path.exists('/proc/1'))"
-CHILD_PROBE_ALONE = "2 False"  # what CHILD_PROBE prints in a jail of its own
+CHILD_PROBE = """
+import os
+try:
+    os.memfd_create("probe")
+    memfd = "memfd"
+except OSError:
+    memfd = "refused"
+print(os.getpid(), os.path.exists("/proc/1"), memfd)
+"""
+CHILD_PROBE_ALONE = "2 False refused"  # what CHILD_PROBE prints in a jail of its own
+SECCOMP_FD = "{seccomp}"  # in the child's probe argv, what PROBE replaces with its filter's descriptor
 
 
 def child_probe_argv(python: str, python_prefixes: Iterable[str], cwd: str) -> list[str]:
     """The command PROBE runs to check that the product's own jail starts inside the jail."""
-    return [BWRAP, *child_jail_arguments(python_prefixes, [], cwd, {}), python, "-S", "-s", "-c", CHILD_PROBE]
+    jail = child_jail_arguments(python_prefixes, [], cwd, {}, SECCOMP_FD)
+    return [BWRAP, *jail, python, "-S", "-s", "-c", CHILD_PROBE]
 
 
 def host_restriction() -> Optional[str]:
@@ -380,7 +398,7 @@ def judge_probe(
     if child != CHILD_PROBE_ALONE:
         return Isolation.none(
             f"the product's own jail would not start inside the jail ({child!r}, expected "
-            f"{CHILD_PROBE_ALONE!r}: its pid in a PID namespace of its own, no /proc){cause}"
+            f"{CHILD_PROBE_ALONE!r}: its pid in a PID namespace of its own, no /proc, no memfd){cause}"
         )
     fixed = clock_wanted and isinstance(clock, (int, float)) and abs(clock - FIXED_CLOCK_SECONDS) < 1
     clock_text = f"clock stopped at {FIXED_CLOCK_ISO}" if fixed else "host clock (libfaketime unavailable)"

@@ -157,7 +157,7 @@ def report(
     tree: tuple[str, ...] = (),
     interfaces: tuple[str, ...] = ("lo",),
     clock: float = FIXED_CLOCK_SECONDS,
-    child: str = "2 False",
+    child: str = isolation.CHILD_PROBE_ALONE,
 ) -> bytes:
     return json.dumps({"tree": list(tree), "interfaces": list(interfaces), "clock": clock, "child": child}).encode()
 
@@ -190,6 +190,7 @@ def test_every_doubtful_probe_means_no_jail() -> None:
         (0, report(interfaces=()), b"", "network interfaces"),
         (0, report(child="1 False"), b"", "the product's own jail would not start"),  # no PID namespace
         (0, report(child="2 True"), b"", "the product's own jail would not start"),  # a /proc to look in
+        (0, report(child="2 False memfd"), b"", "the product's own jail would not start"),  # no seccomp filter
         (0, report(child="exit 1: bwrap: setting up uid map: Operation not permitted"), b"", "uid map"),
     ]
     for exit_code, stdout, stderr, why in cases:

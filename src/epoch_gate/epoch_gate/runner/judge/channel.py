@@ -194,23 +194,29 @@ class Channel:
         names = sorted(set(product_names))
         argv = [sys.executable, "-I", "-B", "-S", "-c", CHILD_BOOT, LOADED_FROM, "--sandbox-names", ",".join(names)]
         argv += [f"--child-path={folder}" for folder in child_path]
-        if jail is None:
-            argv.append(f"--parent={os.getpid()}")
-        else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
-            argv = jail.argv(argv, sandbox, names, child_path, limits)
+        passed = (jail.filter_fd(),) if jail else ()  # the seccomp filter, for the child's bubblewrap
         self._limits, self._late, self._fate = limits, False, fate or Fate()
         self._cpu_seconds = 0.0
         self.cpu = cpu  # the core it and the parent's thread for it share (`pin`)
         # Its own session and process group, so `_end` can kill whatever the child forks (see there).
-        self._process = subprocess.Popen(
-            argv,
-            cwd=sandbox,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=lambda: (limits.apply(), pin(cpu)),
-        )
+        try:
+            if jail is None:
+                argv.append(f"--parent={os.getpid()}")
+            else:  # its parent there is the jail's first process, which dies with this one (--die-with-parent)
+                argv = jail.argv(argv, sandbox, names, child_path, limits, passed[0])
+            self._process = subprocess.Popen(
+                argv,
+                cwd=sandbox,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=passed,
+                preexec_fn=lambda: (limits.apply(), pin(cpu)),
+            )
+        finally:
+            for fd in passed:
+                os.close(fd)
         self._fate.alive.add(self._process.pid)
         self._watch = Watch(limits, self._process.stderr, self._process.pid)  # type: ignore[arg-type]
         self._fate.watches.append(self._watch)
