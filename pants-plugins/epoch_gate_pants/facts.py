@@ -11,7 +11,7 @@ from pants.engine.process import ProcessResultMetadata
 
 from epoch_gate.evidence.verify import ReplayEvidence, check_replay
 from epoch_gate.verdict.suite import Expected, Identities
-from epoch_gate.evidence.held_out import LOCAL, HeldOut
+from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
 from epoch_gate.verdict.judge import HeldOutFacts, SuiteFacts, SuiteOracle
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.runner.main import EXIT_FAULT
@@ -72,6 +72,7 @@ def replay_facts(
     isolation: str,
     run_id: RunId,
     held: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL)),
+    draw: PropertyDraw = PropertyDraw(False, LOCAL_PROPERTIES),
 ) -> SuiteFacts:
     """One suite's facts from its replay run: identities, what a complete replay must show, its output."""
     pin, manifest = run.epoch.pin.pin, run.manifest.check.manifest
@@ -84,15 +85,16 @@ def replay_facts(
     )
     replay, failed, cached = _replayed(run, contents, run_id)
     return SuiteFacts(
-        oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed), cached, held
+        oracle, identities, _expected(run, run.epoch.world), replay, (*run.reasons, *failed), cached, held, draw
     )
 
 
 def _expected(run: ReplayRun, world: FixtureWorld) -> Optional[Expected]:
+    """The manifest's properties, then the held-out ones drawn, each over every record of its bound."""
     manifest = run.manifest.check.manifest
     if manifest is None or world.world_sha256 is None:
         return None
-    return Expected(tuple((p.name, p.bound) for p in manifest.properties), world.records)
+    return Expected(tuple((p.name, p.bound) for p in (*manifest.properties, *run.drawn)), world.records)
 
 
 def held_out_facts(

@@ -34,8 +34,9 @@ from epoch_gate.verdict.suite import Identities
 from epoch_gate.evidence.folders import output_folder
 from epoch_gate.evidence.freezes import Freeze, parse_freeze_files
 from epoch_gate.change.gather import Change, candidate_change, local_change, reviewed
+from epoch_gate.change.changed import ChangedPath
 from epoch_gate.change.git import read_at
-from epoch_gate.evidence.held_out import LOCAL, Key
+from epoch_gate.evidence.held_out import LOCAL, Key, PropertyDraw
 from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.evidence.observations import Observation, parse_observation_files
 from epoch_gate.reasons import Code, EvidenceError, Reason
@@ -154,9 +155,20 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
     checked = await MultiGet(
         [
             *(Get(ManifestFiles, ManifestFilesRequest(s.manifest.address)) for s in usable),
-            *(Get(_Announced, ReplayRequest(address, candidate=request.candidate)) for address in replayed),
             *(
-                Get(_Announced, ReplayRequest(address, candidate=request.candidate, held_out_key=request.tree_key))
+                Get(_Announced, ReplayRequest(address, candidate=request.candidate, property_key=request.tree_key))
+                for address in replayed
+            ),
+            *(
+                Get(
+                    _Announced,
+                    ReplayRequest(
+                        address,
+                        candidate=request.candidate,
+                        held_out_key=request.tree_key,
+                        property_key=request.tree_key,
+                    ),
+                )
                 for address in held
             ),
         ]
@@ -190,6 +202,7 @@ def _facts(
     isolation: str,
     run_id: RunId,
     held: HeldOutFacts,
+    draw: PropertyDraw,
 ) -> SuiteFacts:
     """One suite's facts: from its replay run, or the reason it has none."""
     if run is None or suite.oracle is None:
@@ -201,8 +214,9 @@ def _facts(
             None,
             (suite.problem,) if suite.problem else (),
             held_out=held,
+            property_draw=draw,
         )
-    return replay_facts(suite.oracle, run, contents, isolation, run_id, held)
+    return replay_facts(suite.oracle, run, contents, isolation, run_id, held, draw)
 
 
 def _held_out_key(
@@ -228,6 +242,16 @@ def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Ca
     return lambda path: known[path] if path in known else read_at(root, base, path)
 
 
+def _build_files(changed: tuple[ChangedPath, ...], build_patterns: tuple[str, ...], deleted: bool = False) -> list[str]:
+    """The changed BUILD files, or the deleted ones."""
+    return [
+        c.path
+        for c in changed
+        if (c.status == "deleted") == deleted
+        and any(fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)
+    ]
+
+
 async def _candidate_files(
     root: Path, change: Change, build_patterns: tuple[str, ...], python_setup: PythonSetup
 ) -> tuple[Change, Optional[CandidateFiles]]:
@@ -237,18 +261,17 @@ async def _candidate_files(
     candidate = change.candidate
     if candidate is None:
         return change, None
-    builds = [
-        c.path
-        for c in candidate.changed
-        if c.status != "deleted" and any(fnmatch.fnmatchcase(PurePosixPath(c.path).name, p) for p in build_patterns)
-    ]
+    builds = _build_files(candidate.changed, build_patterns)
+    # Where several resolves are declared, a BUILD file decides which one installs the code below it: each
+    # changed one (a deleted one as empty) is compared with the base's
     several = python_setup.enable_resolves and len(python_setup.resolves) > 1
+    deleted = _build_files(candidate.changed, build_patterns, deleted=True) if several else []
     findings = [
         *change.findings,
         *build_file_problems(
-            {p: read_at(root, candidate.tree, p) or b"" for p in builds},
+            {**{p: read_at(root, candidate.tree, p) or b"" for p in builds}, **{p: b"" for p in deleted}},
             [t.alias for t in ORACLE_TARGETS],
-            {p: read_at(root, candidate.base, p) for p in builds} if several else None,
+            {p: read_at(root, candidate.base, p) for p in (*builds, *deleted)} if several else None,
             python_setup.default_resolve,
         ),
     ]
@@ -275,13 +298,14 @@ def _key_under_pantsd(gate: GateSubsystem) -> Reason:
 
 def _draw(
     gate: GateSubsystem, candidate: Optional[Candidate], key: Optional[bytes], unusable: Optional[Reason]
-) -> tuple[Optional[str], str, list[Reason]]:
+) -> tuple[Optional[str], tuple[str, str], list[Reason]]:
     """Held-out draws (trusted mode with the key): the merged tree's draw key, from which each suite's
-    seed is derived (the key itself goes no further), or why none is drawn; and what that closes."""
+    seeds are derived (the key itself goes no further), or why no world and why no property is drawn;
+    and what that closes."""
     if candidate is None:
-        return None, LOCAL, []
+        return None, (LOCAL, held_out.LOCAL_PROPERTIES), []
     if unusable is not None:
-        return None, unusable.message, [unusable]
+        return None, (unusable.message, unusable.message), [unusable]
     if key is None:
         required = (
             [
@@ -298,8 +322,10 @@ def _draw(
             if gate.held_out_required
             else []
         )
-        return None, held_out.no_key(gate.held_out_key_env), required
-    return held_out.draw_key(key, candidate.tree), "the suite was not replayed", []
+        env = gate.held_out_key_env
+        return None, (held_out.no_key(env), held_out.no_key_properties(env)), required
+    not_replayed = "the suite was not replayed"
+    return held_out.draw_key(key, candidate.tree), (not_replayed, not_replayed), []
 
 
 async def _evidence_files(gate: GateSubsystem) -> tuple[list[Observation], list[Freeze], list[Reason]]:
@@ -337,21 +363,20 @@ def _print(
     )
 
 
-def _suite_facts(repository: _Runs, isolation: str, held_out_why: str, run_id: RunId) -> list[SuiteFacts]:
+def _suite_facts(
+    repository: _Runs, isolation: str, held_out_why: str, properties_why: str, run_id: RunId
+) -> list[SuiteFacts]:
     """Each suite in scope's facts: its replay run and its held-out run, or why it has none."""
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
     not_drawn = dict(repository.not_drawn)
-    return [
-        _facts(
-            s,
-            *by_address.get(s.address, (None, None)),
-            isolation,
-            run_id,
-            held_out_facts(held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id),
-        )
-        for s in repository.in_scope
-    ]
+    facts = []
+    for s in repository.in_scope:
+        run, contents = by_address.get(s.address, (None, None))
+        held = held_out_facts(held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id)
+        draw = run.draw if run is not None and run.draw is not None else PropertyDraw(False, properties_why)
+        facts.append(_facts(s, run, contents, isolation, run_id, held, draw))
+    return facts
 
 
 def _output_paths(root: Path, gate: GateSubsystem, dist_dir: DistDir, global_options: GlobalOptions) -> tuple[str, str]:
@@ -376,6 +401,7 @@ class _SetUp:
     candidate_files: Optional[CandidateFiles]
     tree_key: Optional[str]
     held_out_why: str
+    properties_why: str
     today: datetime.date
     findings: tuple[Reason, ...]
 
@@ -400,9 +426,9 @@ async def _set_up(
     )
     build_patterns = tuple(global_options.build_patterns)
     change, candidate_files = await _candidate_files(root, gathered, build_patterns, python_setup)
-    tree_key, held_out_why, refused = _draw(gate, change.candidate, key, unusable)
+    tree_key, (held_out_why, properties_why), refused = _draw(gate, change.candidate, key, unusable)
     findings = (*shadowed, *problems, *change.findings, *refused)
-    return _SetUp(root, change, candidate_files, tree_key, held_out_why, today, findings)
+    return _SetUp(root, change, candidate_files, tree_key, held_out_why, properties_why, today, findings)
 
 
 def _change_facts(
@@ -465,7 +491,7 @@ async def run_gate(
     found = (*evidence_reasons, *tree_reasons, *unsafe)
     judgement = judge(
         _change_facts(gate, setup, protected, repository, out, tuple(archive), tuple(freezes), found),
-        _suite_facts(repository, jail.description, setup.held_out_why, run_id),
+        _suite_facts(repository, jail.description, setup.held_out_why, setup.properties_why, run_id),
         read_base=_base_reader(setup.root, setup.change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
         read_change=setup.change.reader(setup.root),
         root=setup.root,

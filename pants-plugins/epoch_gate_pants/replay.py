@@ -27,8 +27,10 @@ from pants.engine.addresses import Address, Addresses
 from pants.engine.fs import (
     EMPTY_DIGEST,
     AddPrefix,
+    CreateDigest,
     Digest,
     DigestSubset,
+    FileContent,
     MergeDigests,
     PathGlobs,
     RemovePrefix,
@@ -41,6 +43,9 @@ from pants.source.source_root import SourceRootsRequest, SourceRootsResult
 from pants.util.logging import LogLevel
 
 from epoch_gate.evidence import held_out as epoch_gate_held_out
+from epoch_gate.evidence.catalog import Property
+from epoch_gate.evidence.held_out import PropertyDraw
+from epoch_gate.evidence.manifest import properties_bytes
 from epoch_gate import runner as epoch_gate_runner
 from epoch_gate.runner.jail.isolation import TOOLS_DIR
 from epoch_gate.change.modules import module_name, shadowing, top_level, unowned_predicates
@@ -63,12 +68,15 @@ from epoch_gate_pants.subsystems import SampledPropertiesSubsystem
 from epoch_gate_pants.suite import ManifestFiles, ManifestFilesRequest, Suite, SuiteRequest
 from epoch_gate_pants.target_types import (
     PropertyManifestPredicatesField,
+    SampledPropertiesHeldOutPropertiesField,
     SampledPropertiesMaxWitnessesField,
     SampledPropertiesProductSetupField,
 )
 
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
+HELD_OUT_DIR = "__held_out"
+HELD_OUT_PROPERTIES = f"{HELD_OUT_DIR}/properties.json"
 REQUIREMENTS_DIR = "__requirements"
 # The top-level names of the gate's own in the replay's sandbox: nothing of the product's may be under them
 RESERVED_NAMES = (
@@ -77,6 +85,7 @@ RESERVED_NAMES = (
     WORLD_DIR,
     REPLAY_DIR,
     MANIFEST_DIR,
+    HELD_OUT_DIR,
     REQUIREMENTS_DIR,
     UNPACKED,
     TOOLS_DIR,
@@ -102,6 +111,9 @@ class ReplayRequest:
     # The merged tree's held-out draw key (held_out.draw_key): the replay is over the world the generator
     # draws from this suite's seed, not over the pinned one.
     held_out_key: Optional[str] = field(default=None, repr=False)
+    # The merged tree's draw key again, for held-out properties: the replay also judges the properties of
+    # the catalog outside the manifest that the suite's property seed draws (held_out.draw_properties).
+    property_key: Optional[str] = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,8 @@ class ReplayRun:
     output: Digest
     refusals: tuple[Reason, ...] = ()  # why the sandbox was not run: a module provided twice, say
     held_out: Optional[HeldOutWorld] = None  # the held-out world replayed, when not the pinned one
+    draw: Optional[PropertyDraw] = None  # the held-out properties drawn, when asked (`property_key`)
+    drawn: tuple[Property, ...] = ()  # and those properties, judged after the manifest's
     # Compared, unlike the result's metadata: a replay that runs again with the same output is then a new
     # value, so a memoized caller (the gate's `_Runs`, a test result) is recomputed rather than cleaned,
     # and does not hand back the earlier run's metadata (which would call this run's replay cached).
@@ -360,14 +374,36 @@ async def _requirements(address: Address, python_setup: PythonSetup) -> Union[tu
     return digest, await _requirement_paths(digest)
 
 
-async def _manifest_only(manifest: ManifestFiles) -> tuple[Digest, str]:
-    """The manifest alone under MANIFEST_DIR, and its path there."""
+async def _manifest_only(manifest: ManifestFiles, drawn: tuple[Property, ...]) -> tuple[Digest, str]:
+    """The manifest alone under MANIFEST_DIR, and its path there; and the held-out properties drawn, when
+    there are any, at HELD_OUT_PROPERTIES."""
     name = manifest.manifest_path.rsplit("/", 1)[-1]
     folder = manifest.manifest_path[: -len(name)].rstrip("/")
     digest = await Get(Digest, DigestSubset(manifest.sources, PathGlobs([manifest.manifest_path])))
     if folder:
         digest = await Get(Digest, RemovePrefix(digest, folder))
-    return await Get(Digest, AddPrefix(digest, MANIFEST_DIR)), f"{MANIFEST_DIR}/{name}"
+    digest = await Get(Digest, AddPrefix(digest, MANIFEST_DIR))
+    if drawn:
+        extra = FileContent(HELD_OUT_PROPERTIES, properties_bytes(drawn))
+        digest = await Get(Digest, MergeDigests([digest, await Get(Digest, CreateDigest([extra]))]))
+    return digest, f"{MANIFEST_DIR}/{name}"
+
+
+def _properties(
+    request: ReplayRequest, suite: Suite, manifest: ManifestFiles, epoch_id: str
+) -> tuple[Optional[PropertyDraw], tuple[Property, ...]]:
+    """The held-out properties this replay judges besides the manifest's: those the suite's property seed
+    draws from the catalog outside the manifest, when the request has the tree's draw key."""
+    catalog, parsed = manifest.check.catalog, manifest.check.manifest
+    if request.property_key is None:
+        return None, ()
+    if catalog is None or parsed is None:
+        return PropertyDraw(False, "the manifest or its catalog cannot be read"), ()
+    count = suite.target[SampledPropertiesHeldOutPropertiesField].value
+    seed = epoch_gate_held_out.property_seed(request.property_key, str(request.address), epoch_id)
+    drawn = epoch_gate_held_out.draw_properties(catalog, parsed, seed, count)
+    names = tuple(p.name for p in drawn)
+    return PropertyDraw(True, seed_sha256=epoch_gate_held_out.seed_sha256(seed), names=names, count=str(count)), drawn
 
 
 async def _world(
@@ -388,6 +424,7 @@ async def _replay_process(
     manifest: ManifestFiles,
     world: FixtureWorld,
     held_out: bool,
+    drawn: tuple[Property, ...],
     sources: ReplaySources,
     python: str,
     jail: Jail,
@@ -401,7 +438,7 @@ async def _replay_process(
     if isinstance(requirements, Reason):
         return requirements
     requirements_digest, requirement_paths = requirements
-    manifest_digest, manifest_path = await _manifest_only(manifest)
+    manifest_digest, manifest_path = await _manifest_only(manifest, drawn)
     setup = suite.target[SampledPropertiesProductSetupField].value
     # Exactly the world, the manifest, the predicates, the code under test, its third-party requirements
     # and the runner: the cache key.
@@ -430,6 +467,7 @@ async def _replay_process(
             "replay",
             "--manifest",
             manifest_path,
+            *([f"--held-out-properties={HELD_OUT_PROPERTIES}"] if drawn else []),
             "--world",
             WORLD_DIR,
             "--suite",
@@ -459,8 +497,9 @@ async def _replay_process(
         input_digest=sandbox,
         output_directories=(REPLAY_DIR,),
         env=env,
-        description=f"Replay {len(properties)} sampled properties of {request.address} over "
-        f"{sum(world.records.get(b, 0) for b in {p.bound for p in properties}):,} records of "
+        description=f"Replay {len(properties)} sampled properties"
+        f"{f' and {len(drawn)} held-out' if drawn else ''} of {request.address} over "
+        f"{sum(world.records.get(b, 0) for b in {p.bound for p in (*properties, *drawn)}):,} records of "
         f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
         level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         timeout_seconds=options.timeout,
@@ -476,6 +515,7 @@ async def _set_up(
     manifest: ManifestFiles,
     world: FixtureWorld,
     held_out: bool,
+    drawn: tuple[Property, ...],
     dependencies: SuiteDependencies,
     python_setup: PythonSetup,
     runner: CoreRunner,
@@ -508,6 +548,7 @@ async def _set_up(
         manifest,
         world,
         held_out,
+        drawn,
         sources,
         interpreter.python.path,
         jail,
@@ -536,9 +577,10 @@ async def replay_sampled_properties(
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
     world, held_out = await _world(request, suite.fixture.address, epoch, pin.epoch_id)
+    draw, drawn = _properties(request, suite, manifest, pin.epoch_id)
 
     def refused(*reasons: Reason) -> ReplayRun:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out)
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out, draw, drawn)
 
     if world.failure is not None:
         return refused(world.failure)
@@ -554,13 +596,23 @@ async def replay_sampled_properties(
             )
         )
     process = await _set_up(
-        request, suite, pin.epoch_id, manifest, world, held_out is not None, dependencies, python_setup, runner, options
+        request,
+        suite,
+        pin.epoch_id,
+        manifest,
+        world,
+        held_out is not None,
+        drawn,
+        dependencies,
+        python_setup,
+        runner,
+        options,
     )
     if not isinstance(process, Process):
         return refused(*process)
     result = await Get(FallibleProcessResult, Process, process)
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
-    return ReplayRun(request.address, epoch, manifest, result, output, held_out=held_out)
+    return ReplayRun(request.address, epoch, manifest, result, output, (), held_out, draw, drawn)
 
 
 def rules() -> list:

@@ -3,7 +3,7 @@ its catalog, the predicates) and `sampled_properties` (the replay that `pants te
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from pants.engine.addresses import Address
 from pants.engine.fs import GlobMatchErrorBehavior
@@ -11,6 +11,7 @@ from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
     Dependencies,
+    Field,
     IntField,
     InvalidFieldException,
     MultipleSourcesField,
@@ -23,6 +24,11 @@ from pants.engine.target import (
 from pants.util.strutil import help_text
 
 from epoch_gate.evidence.catalog import MODULE_FUNCTION
+from epoch_gate.evidence.held_out import ALL
+
+# What a suite judges of its catalog beyond its manifest in trusted mode: about half the example's manifest
+# of 8, which keeps a trusted judgement within some 1.5 times its replay time (docs/benchmarks.md)
+DEFAULT_HELD_OUT_PROPERTIES = 4
 
 
 class _WarnWhenMissing:
@@ -247,6 +253,32 @@ class SampledPropertiesMaxWitnessesField(IntField):
     )
 
 
+class SampledPropertiesHeldOutPropertiesField(Field):
+    alias = "held_out_properties"
+    default = DEFAULT_HELD_OUT_PROPERTIES
+    value: Union[int, str]
+    help = help_text(
+        f"""
+        How many properties of the manifest's catalog, outside the manifest, trusted mode judges besides
+        the manifest's, or `"{ALL}"` for every one. They are drawn per merged tree by a seed derived from
+        the held-out key (`[gate].held_out_key_env`), so the change that is judged cannot know them, and
+        judged over the pinned world and the held-out one like the manifest's: a failure is
+        `property-failed`, marked held-out. More catch more and cost more: each is a property replayed over
+        every record of its bound, twice. Without the key (local mode, a laptop) only the manifest is
+        judged, and the report says so.
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[object], address: Address) -> Union[int, str]:
+        value = super().compute_value(raw_value, address)
+        if value == ALL or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            return value  # type: ignore[return-value]
+        raise InvalidFieldException(
+            f"The `{cls.alias}` field of {address} must be a whole number of properties or " f'"{ALL}", not {value!r}.'
+        )
+
+
 class SampledPropertiesProductSetupField(StringField):
     alias = "product_setup"
     help = help_text(
@@ -290,6 +322,7 @@ class SampledPropertiesTarget(Target):
         SampledPropertiesManifestField,
         SampledPropertiesDependenciesField,
         SampledPropertiesMaxWitnessesField,
+        SampledPropertiesHeldOutPropertiesField,
         SampledPropertiesProductSetupField,
         SampledPropertiesOracleOwnersField,
     )

@@ -83,6 +83,10 @@ def seedless(example: Repo) -> Iterator[Repo]:
     example.reset()
     for edit in SEEDLESS:
         example.edit("fixtures/inventory/generate_inventory.py", *edit)
+    # Every catalog property outside the orders manifest is drawn (a draw the test fixes, whatever the key)
+    example.edit(
+        "checks/BUILD", '    manifest=":manifest",\n', '    manifest=":manifest",\n    held_out_properties="all",\n'
+    )
     minted = example.pants("pin-epoch", "--epoch-id=inventory-seedless", "fixtures/inventory:inventory_epoch")
     assert minted.returncode == 0, minted.stderr[-2000:]
     landed, example.landed = example.landed, example.land("an inventory generator that takes no seed")
@@ -139,13 +143,38 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
     assert (judge.root / saved).is_file() and f"(saved as {saved})" in failed[0]["message"]
     _the_key_is_not_in_the_sandboxes(caught)
 
-    # Without the key nothing else is asked, and the memorising candidate passes the pinned world.
+    # A change that breaks only a catalog property outside the manifest (a capture over its authorization):
+    # the held-out property closes it, over both worlds
+    payments = (judge.root / "src/orders/orders/payments.py").read_text()
+    over_capture = judge.candidate(
+        "over-capture",
+        files={
+            "src/orders/orders/payments.py": payments.replace(
+                "    if minor > payment.authorized.minor:\n", "    if False:\n"
+            )
+        },
+    )
+    captured = keyed(judge, f"--gate-candidate={over_capture}")
+    assert captured.verdict == "closed", captured.stdout
+    assert [(r["code"], r["path"], r["message"].split(": the ")[0]) for r in captured.suite(ORDERS)["reasons"]] == [
+        ("property-failed", f"{ORDERS}#capture_le_authorized", "held-out property"),
+        ("property-failed", f"{ORDERS}#capture_le_authorized", "held-out world: held-out property"),
+    ], captured.stdout
+    assert "(held-out property)" in captured.stdout
+
+    # Without the key nothing else is asked, and the memorising candidate passes the pinned world and the
+    # manifest: the report says so.
     unkeyed = judge.gate(f"--gate-candidate={memorising}")
     assert unkeyed.verdict == "eligible", unkeyed.stdout
     assert unkeyed.suite(ORDERS)["held_out"] == {
         "drawn": False,
         "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only",
     }
+    assert unkeyed.suite(ORDERS)["held_out_properties"] == {
+        "drawn": False,
+        "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the manifest only",
+    }
+    assert len(unkeyed.suite(ORDERS)["properties"]) == 8
     # CI that always passes the key can say so: then a run without it is closed, not judged on the pinned
     # world alone.
     required = judge.gate("--gate-held-out-required", f"--gate-candidate={memorising}")
@@ -173,7 +202,10 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
     assert held["world_sha256"] != first.suite(ORDERS)["identities"]["world_sha256"]
     assert held["seed_sha256"] != _drawn(caught, ORDERS)["seed_sha256"]  # another candidate, another world
     assert held["records"] == {"money": 1000, "orders": 1500, "payments": 1500, "retries": 1000}
-    assert {p["outcome"] for p in held["properties"]} == {"pass"} and len(held["properties"]) == 8
+    drawn = first.suite(ORDERS)["held_out_properties"]
+    assert drawn["drawn"] is True and drawn["count"] == "all" and len(drawn["properties"]) == 11, drawn
+    assert {p["outcome"] for p in held["properties"]} == {"pass"} and len(held["properties"]) == 19
+    assert [p["name"] for p in first.suite(ORDERS)["properties"] if p["held_out"]] == drawn["properties"]
     assert "held-out world" in first.stdout
     statement = json.loads((judge.root / "dist/gate/statement.intoto.json").read_text())
     annotations = statement["predicate"]["policy"]["annotations"]
@@ -182,6 +214,7 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
     # The same candidate again: the same seed, the same world, and nothing replayed.
     again = keyed(judge, f"--gate-candidate={honest}")
     assert _drawn(again, ORDERS) == {**held, "cached": True} and again.suite(ORDERS)["cached"] is True
+    assert again.suite(ORDERS)["held_out_properties"] == drawn
 
     # The key never reaches a daemon's run: pantsd keeps the environment it started with for later runs,
     # so a keyed gate under pantsd is closed and says how CI runs it.

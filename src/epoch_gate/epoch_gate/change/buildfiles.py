@@ -46,17 +46,22 @@ try:  # as Pants reads it: UTF-8 text, so a coding line cannot make this parse s
 except UnicodeDecodeError:
     print(json.dumps({"problem": "not UTF-8 text", "calls": [], "targets": []}))
     raise SystemExit(0)
-def resolves(call):
-    # Every string under a `resolve` argument or a "resolve" key (overrides) of the call, or None for none
-    named = None
+def installed(call):
+    # What decides how the target's code is installed: every string under a resolve, interpreter_constraints
+    # or environment argument (or such a key, in overrides), and with any of them its sources; None: none
+    fields = {}
     for node in ast.walk(call):
-        values = [k.value for k in node.keywords if k.arg == "resolve"] if isinstance(node, ast.Call) else []
+        pairs = [(k.arg, k.value) for k in node.keywords] if isinstance(node, ast.Call) else []
         if isinstance(node, ast.Dict):
-            values += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "resolve"]
-        for value in values:
-            named = (named or set()) | {n.value for n in ast.walk(value) if isinstance(n, ast.Constant)
-                                         and isinstance(n.value, str)}
-    return None if named is None else sorted(named)
+            pairs += [(k.value, v) for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)]
+        for field, value in pairs:
+            if field in ("resolve", "interpreter_constraints", "environment"):
+                fields.setdefault(field, set()).update(
+                    n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    if not fields:
+        return None
+    text = "; ".join(f"{f} {', '.join(sorted(v))}" for f, v in sorted(fields.items()))
+    return text + "".join(f"; sources {ast.unparse(k.value)}" for k in call.keywords if k.arg in ("source", "sources"))
 def name(call):
     found = [k.value.value for k in call.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)]
     return str(found[0]) if found else ""
@@ -64,13 +69,15 @@ found = problem(source)
 tree = None if found else ast.parse(source)
 calls = [] if found else sorted({node.func.id for node in ast.walk(tree)
                                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)})
-targets = [] if found else [[name(s.value), resolves(s.value)] for s in tree.body]
+targets = [] if found else [[name(s.value), installed(s.value)] for s in tree.body]
 print(json.dumps({"problem": found, "calls": calls, "targets": targets}))
 """
 
 
-# A target's name in its BUILD file ("" for the folder's default) -> the resolves it names, or None for none
-Targets = dict[str, Optional[tuple[str, ...]]]
+# A target's name in its BUILD file ("" for the folder's default) -> what decides how its code is installed
+# (its resolves, interpreter constraints and environments, and with them its sources), or None for nothing
+Targets = dict[str, Optional[str]]
+INSTALL_FIELDS = ("resolve", "interpreter_constraints", "environment")
 
 
 def _checked(source: bytes) -> tuple[str, tuple[str, ...], Targets]:
@@ -97,10 +104,14 @@ def _checked(source: bytes) -> tuple[str, tuple[str, ...], Targets]:
     ):
         return f"could not be checked (the checker ended with {done.returncode})", (), {}
     try:
-        targets = {str(name): None if named is None else tuple(map(str, named)) for name, named in found["targets"]}
+        pairs = [(str(name), None if named is None else str(named)) for name, named in found["targets"]]
     except (KeyError, TypeError, ValueError):
         return "could not be checked (the checker's report is malformed)", (), {}
-    return found["problem"], tuple(found["calls"]), targets
+    names = [name for name, _ in pairs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return f"the target name {twice[0] or '(the folder default)'!r} is declared twice", (), {}
+    return found["problem"], tuple(found["calls"]), dict(pairs)
 
 
 def build_file_problems(
@@ -140,35 +151,42 @@ def build_file_problems(
                     "manifest it adds or moves is an oracle change, reviewed by hand",
                 )
             )
-        if base is not None:
-            before = base.get(path)
-            reasons += _moves(path, targets, {} if before is None else _checked(before)[2], default_resolve)
+        if base is not None and not found:
+            reasons += _moves(path, targets, base.get(path), default_resolve)
     return reasons
 
 
-def _named(resolves: Optional[tuple[str, ...]]) -> str:
-    return "resolve " + ", ".join(resolves) if resolves else "no resolve named"
+def _moves(path: str, targets: Targets, before_source: Optional[bytes], default_resolve: str) -> list[Reason]:
+    """A `requirements-changed` reason per target whose code this change may install otherwise: the replay
+    installs the suite's resolve, and production would install that code with another. Each target of the
+    base that names how it is installed (`INSTALL_FIELDS`) stays, named so, with the same sources; a new
+    target names nothing of it but `default_resolve`. A base file that is not plain declarations (a
+    `__defaults__`, say) cannot be compared: any change to it is one."""
 
+    def moved(expected: str, found: str, why: str) -> Reason:
+        message = f"a BUILD file of this change {why}: the replay judges the product with the suite's resolve"
+        return Reason(Code.REQUIREMENTS_CHANGED, path, expected, found, message)
 
-def _moves(path: str, targets: Targets, before: Targets, default_resolve: str) -> list[Reason]:
-    """A `requirements-changed` reason per target put in a resolve it was not in: the replay installs the
-    suite's resolve, and production would install that code with another. A target keeps the resolves the
-    base's target of its name named; a new one names none or `default_resolve`."""
-    reasons = []
-    for name, named in sorted(targets.items()):
-        if name in before:
-            moved, kept = named != before[name], _named(before[name])
-        else:
-            moved, kept = named not in (None, (default_resolve,)), f"{default_resolve} or no resolve named"
-        if moved:
-            reasons.append(
-                Reason(
-                    Code.REQUIREMENTS_CHANGED,
-                    path,
-                    f"target {name or '(the folder default)'}: {kept}",
-                    _named(named),
-                    "a BUILD file of this change moves product code to another resolve: the replay judges "
-                    "it with the suite's resolve, production would install it with that one",
-                )
-            )
+    if before_source is None:
+        before: Targets = {}
+    else:
+        problem, _, before = _checked(before_source)
+        if problem:
+            return [moved("a base BUILD file of plain declarations", problem, "changes one that decides installs")]
+    default = f"resolve {default_resolve}"
+    reasons = [
+        moved(f"target {name or '(the folder default)'}: {installed}", targets.get(name) or "removed", "moves code")
+        for name, installed in sorted(before.items())
+        if installed is not None and targets.get(name) != installed
+    ]
+    reasons += [
+        moved(f"new target {name or '(the folder default)'}: {default_resolve} or nothing", installed, "moves code")
+        for name, installed in sorted(targets.items())
+        if name not in before and installed is not None and installed.split("; sources ")[0] != default
+    ]
+    reasons += [
+        moved(f"target {name or '(the folder default)'}: nothing", installed, "moves code")
+        for name, installed in sorted(targets.items())
+        if name in before and before[name] is None and installed is not None
+    ]
     return reasons

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import pytest
 
 from epoch_gate.change.buildfiles import build_file_problems
@@ -64,49 +66,61 @@ def test_a_coding_line_cannot_hide_code_from_the_check() -> None:
     assert reason.found == "not UTF-8 text"
 
 
-BASE = b'python_sources(name="lib", resolve="python-default")\npython_sources(name="tools", resolve=parametrize("a", "b"))\npython_tests(name="tests")\n'
+BASE = (
+    b'python_sources(name="lib", resolve="python-default")\n'
+    b'python_sources(name="tools", resolve=parametrize("a", "b"), sources=["t.py"])\n'
+    b'python_tests(name="tests")\n'
+)
+LIB = "target lib: resolve python-default"
+TOOLS = "target tools: resolve a, b; sources ['t.py']"
+
+
+def moves(changed: bytes, base: Optional[bytes] = BASE) -> list[tuple[str, str]]:
+    reasons = build_file_problems({"src/orders/BUILD": changed}, (), {"src/orders/BUILD": base}, "python-default")
+    assert {r.code for r in reasons} <= {Code.REQUIREMENTS_CHANGED}, reasons
+    return [(r.expected, r.found) for r in reasons]
+
+
+def test_targets_that_keep_how_they_are_installed_are_product_code() -> None:
+    kept = BASE.replace(b'name="tests")', b'name="tests", timeout=60)')
+    assert moves(kept + b'python_sources(name="new")\npython_sources(name="newer", resolve="python-default")\n') == []
+    new = b'python_sources(name="a")\npython_sources(name="b", resolve="python-default", sources=["b.py"])\n'
+    assert moves(new, None) == []
+    assert build_file_problems({"src/new/BUILD": b'python_sources(resolve="other")\n'}) == []  # one resolve
 
 
 @pytest.mark.parametrize(
     "changed, found",
     [
-        # Kept as they were, and a new target in the default resolve or naming none: judged as product code
-        (BASE + b'python_sources(name="new")\npython_sources(name="newer", resolve="python-default")\n', []),
-        (b'python_sources(name="lib", resolve="python-default", dependencies=["x"])\n', []),
-        # Moved: named, unnamed, widened, narrowed, by an override, a new target elsewhere
-        (b'python_sources(name="lib", resolve="other")\n', [("target lib: resolve python-default", "resolve other")]),
-        (b'python_sources(name="lib")\n', [("target lib: resolve python-default", "no resolve named")]),
-        (b'python_tests(name="tests", resolve="other")\n', [("target tests: no resolve named", "resolve other")]),
+        # Moved: renamed, another resolve, none named, widened, narrowed, its sources, by an override
+        (BASE.replace(b'"lib"', b'"lib2"'), [(LIB, "removed")]),
+        (BASE.replace(b'name="lib", resolve="python-default"', b"name=\"lib\""), [(LIB, "removed")]),
+        (BASE.replace(b'"python-default")', b'"other")'), [(LIB, "resolve other")]),
+        (BASE.replace(b'("a", "b")', b'("a", "b", "c")'), [(TOOLS, "resolve a, b, c; sources ['t.py']")]),
+        (BASE.replace(b'["t.py"]', b'["t.py", "u.py"]'), [(TOOLS, "resolve a, b; sources ['t.py', 'u.py']")]),
         (
-            b'python_sources(name="lib", resolve=parametrize("python-default", "other"))\n',
-            [("target lib: resolve python-default", "resolve other, python-default")],
-        ),
-        (b'python_sources(name="tools", resolve="a")\n', [("target tools: resolve a, b", "resolve a")]),
-        (
-            b'python_sources(name="lib", resolve="python-default", overrides={"x.py": {"resolve": "other"}})\n',
-            [("target lib: resolve python-default", "resolve other, python-default")],
+            BASE.replace(b'name="tests")', b'name="tests", overrides={"x.py": {"resolve": "other"}})'),
+            [("target tests: nothing", "resolve other")],
         ),
         (
-            b'python_sources(resolve="other")\n',
-            [("target (the folder default): python-default or no resolve named", "resolve other")],
+            BASE.replace(b'name="tests")', b'name="tests", interpreter_constraints=["==3.12.*"])'),
+            [("target tests: nothing", "interpreter_constraints ==3.12.*")],
         ),
+        (
+            BASE + b'python_sources(name="new", resolve="other")\n',
+            [("new target new: python-default or nothing", "resolve other")],
+        ),
+        (b"", [(LIB, "removed"), (TOOLS, "removed")]),  # deleted
     ],
 )
-def test_a_target_put_in_a_resolve_it_was_not_in_is_a_requirement_change(
+def test_a_target_whose_code_may_install_otherwise_is_a_requirement_change(
     changed: bytes, found: list[tuple[str, str]]
 ) -> None:
-    reasons = build_file_problems({"src/orders/BUILD": changed}, (), {"src/orders/BUILD": BASE}, "python-default")
-    assert [(r.code, r.path, r.expected, r.found) for r in reasons] == [
-        (Code.REQUIREMENTS_CHANGED, "src/orders/BUILD", expected, was) for expected, was in found
+    assert moves(changed) == found
+
+
+def test_a_base_build_file_that_is_not_plain_declarations_cannot_be_compared() -> None:
+    base = b'__defaults__(all=dict(resolve="ml"))\npython_sources()\n'
+    assert moves(b"python_sources()\n", base) == [
+        ("a base BUILD file of plain declarations", "line 1: the name '__defaults__'")
     ]
-
-
-def test_a_new_build_file_may_name_only_the_default_resolve() -> None:
-    new = b'python_sources(name="a")\npython_sources(name="b", resolve="other")\n'
-    (reason,) = build_file_problems({"src/new/BUILD": new}, (), {"src/new/BUILD": None}, "python-default")
-    assert (reason.code, reason.expected, reason.found) == (
-        Code.REQUIREMENTS_CHANGED,
-        "target b: python-default or no resolve named",
-        "resolve other",
-    )
-    assert build_file_problems({"src/new/BUILD": new}) == []  # one resolve declared: nothing to move to

@@ -10,7 +10,7 @@ import argparse
 import datetime
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional, Sequence
+from typing import NoReturn, Optional, Sequence, Union
 
 from epoch_gate import __version__
 
@@ -126,9 +126,8 @@ def cmd_identities(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_held_out_seed(args: argparse.Namespace) -> int:
-    """Re-derives a suite's held-out seed from the key (as `pants gate --gate-candidate` did) and prints it:
-    the generator's `--seed`, for `epoch-gate replay` over the world it draws."""
+def _tree_key(args: argparse.Namespace) -> Optional[str]:
+    """The judged tree's draw key from the held-out key (None, said, when there is no usable key)."""
     import os
 
     from epoch_gate.evidence import held_out
@@ -136,20 +135,73 @@ def cmd_held_out_seed(args: argparse.Namespace) -> int:
 
     key, unusable = held_out.load_key(held_out.Key(args.key_env, args.key_file), os.environ)
     if unusable is not None:
-        return _print_reason_error(EvidenceError(unusable))
+        _print_reason_error(EvidenceError(unusable))
+        return None
     if key is None:
         print(f"refused: no key: set ${args.key_env} or pass --key-file", file=sys.stderr)
-        return 1
-    seed = held_out.seed(held_out.draw_key(key, args.tree), args.suite, args.epoch_id)
+        return None
+    return held_out.draw_key(key, args.tree)
+
+
+def _expected_seed(seed: str, expected: Optional[str]) -> bool:
+    from epoch_gate.evidence import held_out
+
     digest = held_out.seed_sha256(seed)
-    if args.expect_sha256 and digest != args.expect_sha256:
+    if expected and digest != expected:
         print(
-            f"refused: the seed's sha256 is {digest}, not {args.expect_sha256}: another key, tree, suite or epoch",
+            f"refused: the seed's sha256 is {digest}, not {expected}: another key, tree, suite or epoch",
             file=sys.stderr,
         )
+        return False
+    return True
+
+
+def cmd_held_out_seed(args: argparse.Namespace) -> int:
+    """Re-derives a suite's held-out seed from the key (as `pants gate --gate-candidate` did) and prints it:
+    the generator's `--seed`, for `epoch-gate replay` over the world it draws."""
+    from epoch_gate.evidence import held_out
+
+    tree_key = _tree_key(args)
+    if tree_key is None:
+        return 1
+    seed = held_out.seed(tree_key, args.suite, args.epoch_id)
+    if not _expected_seed(seed, args.expect_sha256):
         return 1
     print(seed)
     return 0
+
+
+def cmd_held_out_properties(args: argparse.Namespace) -> int:
+    """Re-derives a suite's held-out properties from the key (as `pants gate --gate-candidate` did) and
+    prints their names, one a line: the draw from the catalog outside the manifest."""
+    from epoch_gate.evidence import held_out
+    from epoch_gate.evidence.catalog import parse_catalog
+    from epoch_gate.evidence.manifest import load_manifest
+    from epoch_gate.evidence.strictjson import read_bytes
+    from epoch_gate.reasons import EvidenceError
+
+    tree_key = _tree_key(args)
+    if tree_key is None:
+        return 1
+    try:
+        catalog = parse_catalog(read_bytes(Path(args.catalog), args.catalog), args.catalog)
+        manifest = load_manifest(Path(args.manifest), args.manifest)
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    seed = held_out.property_seed(tree_key, args.suite, args.epoch_id)
+    if not _expected_seed(seed, args.expect_sha256):
+        return 1
+    for prop in held_out.draw_properties(catalog, manifest, seed, args.count):
+        print(prop.name)
+    return 0
+
+
+def _count(value: str) -> Union[int, str]:
+    if value == "all":
+        return value
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number or `all`: {value!r}")
+    return int(value)
 
 
 def _object_id(value: str) -> str:
@@ -213,6 +265,20 @@ def parser() -> argparse.ArgumentParser:
     held.add_argument("--key-file", help="a file holding the key, instead of the variable")
     held.add_argument("--expect-sha256", help="the report's held_out.seed_sha256: refuse any other seed")
     held.set_defaults(run=cmd_held_out_seed)
+
+    drawn = sub.add_parser(
+        "held-out-properties", help="re-derive a suite's held-out properties from the key (drawn outside its manifest)"
+    )
+    drawn.add_argument("--tree", required=True, type=_object_id, help="the judged tree (the statement's gitTree)")
+    drawn.add_argument("--suite", required=True, help="the sampled_properties address")
+    drawn.add_argument("--epoch-id", required=True)
+    drawn.add_argument("--count", required=True, type=_count, help="the suite's held_out_properties (a number or all)")
+    drawn.add_argument("--manifest", default="checks/manifest.json")
+    drawn.add_argument("--catalog", default="checks/catalog.yaml")
+    drawn.add_argument("--key-env", default="EPOCH_GATE_HELD_OUT_KEY", help="the variable holding the key")
+    drawn.add_argument("--key-file", help="a file holding the key, instead of the variable")
+    drawn.add_argument("--expect-sha256", help="the report's held_out_properties.seed_sha256: refuse any other seed")
+    drawn.set_defaults(run=cmd_held_out_properties)
 
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")

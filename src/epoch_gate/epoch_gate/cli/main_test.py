@@ -311,3 +311,35 @@ def test_held_out_seed_is_re_derived_from_the_key(
     monkeypatch.setenv("EPOCH_GATE_HELD_OUT_KEY", "short")
     assert main(args) == 1
     assert "refused [held-out-unavailable] $EPOCH_GATE_HELD_OUT_KEY" in capsys.readouterr().err
+
+
+def test_held_out_properties_are_re_derived_from_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from epoch_gate.evidence import held_out
+    from epoch_gate.evidence.catalog import Catalog, Property
+    from epoch_gate.evidence.manifest import sample, write_manifest
+
+    catalog = Catalog(tuple(Property(f"p{i}", "orders", f"checks.props:p{i}", "Holds.") for i in range(6)))
+    (tmp_path / "catalog.yaml").write_text(
+        "properties:\n"
+        + "".join(
+            f"  - name: {p.name}\n    bound: orders\n    predicate: {p.predicate}\n    description: Holds.\n"
+            for p in catalog.properties
+        )
+    )
+    manifest = sample(catalog, 3, 2)
+    write_manifest(manifest, tmp_path / "manifest.json")
+    args = ["held-out-properties", "--tree", "ab" * 20, "--suite", "checks:orders", "--epoch-id", "orders-1"]
+    args += ["--catalog", str(tmp_path / "catalog.yaml"), "--manifest", str(tmp_path / "manifest.json"), "--count"]
+    monkeypatch.setenv("EPOCH_GATE_HELD_OUT_KEY", "k" * 32)
+    seed = held_out.property_seed(held_out.draw_key(b"k" * 32, "ab" * 20), "checks:orders", "orders-1")
+    assert main([*args, "2", "--expect-sha256", held_out.seed_sha256(seed)]) == 0
+    drawn = held_out.draw_properties(catalog, manifest, seed, 2)
+    assert capsys.readouterr().out == "".join(f"{p.name}\n" for p in drawn) and len(drawn) == 2
+    assert main([*args, "2", "--expect-sha256", "0" * 64]) == 1
+    assert "another key, tree, suite or epoch" in capsys.readouterr().err
+    assert main([*args, "all"]) == 0
+    assert capsys.readouterr().out.split() == sorted(
+        set(p.name for p in catalog.properties) - {p.name for p in manifest.properties}
+    )

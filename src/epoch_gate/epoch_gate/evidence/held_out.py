@@ -1,8 +1,11 @@
-"""Held-out draws: a second world per suite that the change could not see before review.
+"""Held-out draws: a second world per suite, and properties of its catalog beyond the manifest, that the
+change could not see before review.
 
 The trusted judge derives a seed from a key that only CI holds and from what is judged: the merged
 tree's id, the suite's address and its epoch id. The suite's generator runs again with that seed, and
-every sampled property is evaluated over that world too. Without the key, the same candidate gets the
+every sampled property is evaluated over that world too. A second seed, on its own label, draws further
+properties from the catalog outside the manifest (`draw_properties`), judged over both worlds: the
+manifest is committed, so a change can see which properties judge it, and not these. Without the key, the same candidate gets the
 same seed (and so a cache hit); another candidate, another world. The key stays in the gate's own
 process: what reaches the build engine is the tree's draw key (an HMAC of the key, good for that tree
 only), and what reaches a process is the suite's seed (an HMAC of the draw key). The report names the
@@ -16,8 +19,10 @@ import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
+from epoch_gate.evidence.catalog import Catalog, Property
+from epoch_gate.evidence.manifest import Manifest
 from epoch_gate.reasons import Code, Reason
 
 DOMAIN = b"epoch-gate-held-out-v1"
@@ -82,6 +87,54 @@ def seed(tree_key: str, suite: str, epoch_id: str) -> str:
     return hmac.new(bytes.fromhex(tree_key), message, hashlib.sha256).hexdigest()
 
 
+def property_seed(tree_key: str, suite: str, epoch_id: str) -> str:
+    """A suite's seed for its held-out properties (64 hex digits): another label than the world's, so that
+    neither seed tells anything of the other."""
+    message = DOMAIN + b"\0properties\0" + suite.encode("utf-8") + b"\0" + epoch_id.encode("utf-8")
+    return hmac.new(bytes.fromhex(tree_key), message, hashlib.sha256).hexdigest()
+
+
+# Ranks each property outside the manifest by SHA-256 of (algorithm, seed, name) and keeps the lowest, as
+# the manifest's draw does (`manifest.ALGORITHM`): the same on every interpreter and machine.
+PROPERTIES_ALGORITHM = "sha256-rank-held-out-v1"
+ALL = "all"
+
+
+def draw_properties(catalog: Catalog, manifest: Manifest, seed: str, count: Union[int, str]) -> tuple[Property, ...]:
+    """The `count` properties (`ALL`: every one) of the catalog outside the manifest that `seed` selects,
+    in name order."""
+    sampled = {p.name for p in manifest.properties}
+    outside = [p for p in catalog.properties if p.name not in sampled]
+    ranked = sorted(
+        outside,
+        key=lambda p: (hashlib.sha256(f"{PROPERTIES_ALGORITHM}\0{seed}\0{p.name}".encode("utf-8")).hexdigest(), p.name),
+    )
+    return tuple(sorted(ranked if count == ALL else ranked[: int(count)], key=lambda p: p.name))
+
+
+@dataclass(frozen=True)
+class PropertyDraw:
+    """What a suite's report says of its held-out properties: drawn (the seed's digest and the names,
+    maybe none when the catalog has no property outside the manifest), or not, and why."""
+
+    drawn: bool
+    why: str = ""
+    seed_sha256: Optional[str] = None
+    names: tuple[str, ...] = ()
+    count: str = ""  # as the suite asks: a number, or `all`
+
+    def to_json(self) -> dict[str, object]:
+        if not self.drawn:
+            return {"drawn": False, "why": self.why}
+        return {"drawn": True, "seed_sha256": self.seed_sha256, "count": self.count, "properties": list(self.names)}
+
+    def line(self) -> str:
+        if not self.drawn:
+            return f"held-out properties not drawn: {self.why}"
+        drawn = ", ".join(self.names) or "none (the catalog has no property outside the manifest)"
+        return f"held-out properties from seed {str(self.seed_sha256)[:12]} ({self.count}): {drawn}"
+
+
 def seed_sha256(value: str) -> str:
     """How reports and statements name a seed: its digest, which says which seed without giving it."""
     return hashlib.sha256(value.encode("ascii")).hexdigest()
@@ -124,3 +177,8 @@ def no_key(env: str) -> str:
 
 
 LOCAL = "local mode: only CI's trusted mode, with the key, draws held-out worlds"
+LOCAL_PROPERTIES = "local mode: only CI's trusted mode, with the key, draws held-out properties; the manifest only"
+
+
+def no_key_properties(env: str) -> str:
+    return f"no key (${env} is unset): the manifest only"

@@ -185,3 +185,19 @@ def verify_manifest(manifest: Manifest, catalog: Catalog, path: str) -> list[Rea
 
 def write_manifest(manifest: Manifest, path: Path) -> None:
     replace_file(path, manifest.to_bytes())
+
+
+def properties_bytes(properties: tuple[Property, ...]) -> bytes:
+    """Properties drawn beyond the manifest (`held_out.draw_properties`), as the replay's runner reads them
+    (`load_properties`): judged after the manifest's, under the manifest's identity."""
+    return canonical_json({"held_out_properties": [p.to_json() for p in properties]}) + b"\n"
+
+
+def load_properties(path: Path, display: str) -> tuple[Property, ...]:
+    raw = strictjson.require_object(
+        strictjson.loads(strictjson.read_bytes(path, display), display), display, {"held_out_properties": list}
+    )
+    return tuple(
+        property_from_json(item, f"{display}#held_out_properties[{i}]")
+        for i, item in enumerate(raw["held_out_properties"])
+    )

@@ -11,12 +11,13 @@ reason is printed), 64 usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import NoReturn, Optional, Sequence
 
 from epoch_gate.evidence.catalog import MODULE_FUNCTION
-from epoch_gate.evidence.manifest import load_manifest
+from epoch_gate.evidence.manifest import load_manifest, load_properties
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.runner.requirements import UNPACKED, unpacked
 from epoch_gate.runner.judge import parent
@@ -52,6 +53,9 @@ def _children(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", required=True)
+    parser.add_argument(
+        "--held-out-properties", help="a file of properties drawn outside the manifest, judged after its own"
+    )
     parser.add_argument("--world", required=True)
     parser.add_argument(
         "--suite", required=True, help="the suite's address: it names the summary and every observation id"
@@ -123,6 +127,9 @@ def run_replay(args: argparse.Namespace) -> int:
     fate = Fate()
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
+        if args.held_out_properties:  # judged as the manifest's are; the manifest's identity stays its own
+            drawn = load_properties(Path(args.held_out_properties), args.held_out_properties)
+            manifest = dataclasses.replace(manifest, properties=(*manifest.properties, *drawn))
         result = parent.run(
             manifest,
             Path(args.world),

@@ -46,6 +46,8 @@ ELIGIBLE_LEVEL = "EPOCH_GATE_ELIGIBLE"
 JAILED_LEVEL = "EPOCH_GATE_JAILED"
 # Beside it when every suite was also judged over a held-out world drawn with CI's key (epoch_gate.evidence.held_out).
 HELD_OUT_LEVEL = "EPOCH_GATE_HELD_OUT"
+# Beside it when every suite also judged properties of its catalog drawn outside its manifest with that key.
+HELD_OUT_PROPERTIES_LEVEL = "EPOCH_GATE_HELD_OUT_PROPERTIES"
 FAILED = "FAILED"
 
 # The algorithms this Statement uses, with the hex length each must have.
@@ -79,6 +81,12 @@ def policy_identities(report: Report) -> dict[str, Optional[str]]:
             out[f"{suite.address}.held_out_world_sha256"] = held.world_sha256
         else:
             out[f"{suite.address}.held_out"] = f"not drawn: {held.why}"
+        draw = suite.property_draw
+        if draw.drawn:
+            out[f"{suite.address}.held_out_properties_seed_sha256"] = draw.seed_sha256
+            out[f"{suite.address}.held_out_properties"] = ",".join(draw.names)
+        else:
+            out[f"{suite.address}.held_out_properties"] = f"not drawn: {draw.why}"
     return out
 
 
@@ -87,7 +95,13 @@ def verified_levels(report: Report) -> list[str]:
         return [FAILED]
     jailed = bool(report.suites) and all(is_jailed(s.identities.isolation or "") for s in report.suites)
     held_out = bool(report.suites) and all(s.held_out.drawn for s in report.suites)
-    return [ELIGIBLE_LEVEL, *([JAILED_LEVEL] if jailed else []), *([HELD_OUT_LEVEL] if held_out else [])]
+    properties = bool(report.suites) and all(s.property_draw.drawn for s in report.suites)
+    return [
+        ELIGIBLE_LEVEL,
+        *([JAILED_LEVEL] if jailed else []),
+        *([HELD_OUT_LEVEL] if held_out else []),
+        *([HELD_OUT_PROPERTIES_LEVEL] if properties else []),
+    ]
 
 
 def _git_uri(repository: str, commit: Optional[str]) -> str:

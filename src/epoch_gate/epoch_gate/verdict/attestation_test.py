@@ -16,7 +16,7 @@ from in_toto_attestation.v1.statement import Statement
 from epoch_gate.verdict import attestation
 from epoch_gate.verdict.suite import Label, Verdict
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
-from epoch_gate.evidence.held_out import LOCAL, HeldOut
+from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
 from epoch_gate.verdict.report import Report
 from epoch_gate.verdict.report_test import sample_report
 from epoch_gate.testutil import layout_problems
@@ -96,6 +96,7 @@ def test_the_predicate_names_verifier_time_resource_and_the_oracle_as_policy() -
         "suite.world_sha256": "c" * 64,
         "suite.isolation": None,
         "suite.held_out": f"not drawn: {LOCAL}",
+        "suite.held_out_properties": f"not drawn: {LOCAL_PROPERTIES}",
     }
     assert predicate["policy"] == {
         "name": "epoch_gate oracle",
@@ -172,7 +173,7 @@ def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(
     predicate = make(report)["predicate"]
     assert predicate["verifiedLevels"] == levels
     annotations = predicate["policy"]["annotations"]
-    assert {k: v for k, v in annotations.items() if ".held_out" in k} == {
+    assert {k: v for k, v in annotations.items() if ".held_out" in k and ".held_out_properties" not in k} == {
         **{f"suite{i}.held_out_seed_sha256": "5" * 64 for i, h in enumerate(held_out) if h.drawn},
         **{f"suite{i}.held_out_world_sha256": "7" * 64 for i, h in enumerate(held_out) if h.drawn},
         **{f"suite{i}.held_out": f"not drawn: {h.why}" for i, h in enumerate(held_out) if not h.drawn},
@@ -275,3 +276,30 @@ def test_the_reference_bindings_refuse_what_the_layout_check_refuses() -> None:
     value["predicate"]["timeVerified"] = "yesterday"
     with pytest.raises(json_format.ParseError):
         reference_validate(json.dumps(value).encode())
+
+
+@pytest.mark.parametrize(
+    "draws, levels",
+    [
+        ((PropertyDraw(True, seed_sha256="6" * 64, names=("q", "r"), count="2"),), ["EPOCH_GATE_HELD_OUT_PROPERTIES"]),
+        ((PropertyDraw(True, seed_sha256="6" * 64, count="2"), PropertyDraw(False, "no key")), []),
+    ],
+)
+def test_the_held_out_properties_level_needs_every_suite_to_have_drawn_them(
+    draws: tuple[PropertyDraw, ...], levels: list[str]
+) -> None:
+    report = isolated(sample_report(), *(JAILED,) * len(draws))
+    report = eligible(
+        dataclasses.replace(
+            report,
+            suites=tuple(dataclasses.replace(suite, property_draw=d) for suite, d in zip(report.suites, draws)),
+        )
+    )
+    predicate = make(report)["predicate"]
+    assert predicate["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", *levels]
+    annotations = predicate["policy"]["annotations"]
+    assert {k: v for k, v in annotations.items() if ".held_out_properties" in k} == {
+        **{f"suite{i}.held_out_properties_seed_sha256": "6" * 64 for i, d in enumerate(draws) if d.drawn},
+        **{f"suite{i}.held_out_properties": ",".join(d.names) for i, d in enumerate(draws) if d.drawn},
+        **{f"suite{i}.held_out_properties": f"not drawn: {d.why}" for i, d in enumerate(draws) if not d.drawn},
+    }

@@ -30,7 +30,7 @@ from epoch_gate.verdict.suite import (
     label_of,
 )
 from epoch_gate.evidence.freezes import Freeze
-from epoch_gate.evidence.held_out import LOCAL, HeldOut
+from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
 from epoch_gate.evidence.observations import Observation
 from epoch_gate.change.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
 from epoch_gate.reasons import Code, Reason
@@ -72,6 +72,7 @@ class SuiteFacts:
     findings: tuple[Reason, ...] = ()
     cached: Optional[bool] = None
     held_out: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))
+    property_draw: PropertyDraw = PropertyDraw(False, LOCAL_PROPERTIES)  # judged in both replays when drawn
 
     @property
     def address(self) -> str:
@@ -207,6 +208,7 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
             witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids} if change.out else {},
             expected=suite.expected,
             held_out=held_evidence,
+            held_out_properties=suite.property_draw.names,
         )
     )
     shown = worst_by_id(by_id(pinned), by_id(held_evidence.observations if held_evidence else ()))
@@ -220,6 +222,7 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
             suite.cached,
             held.status,
             held.replay.result if held.replay else None,
+            suite.property_draw,
         ),
         {oid: data for r in replays for oid, data in r.witnesses.items()},
     )

@@ -13,12 +13,13 @@ from epoch_gate.evidence.verify import ReplayEvidence
 from epoch_gate.verdict.suite import Expected, Identities
 from epoch_gate.evidence.freezes import Freeze
 from epoch_gate.evidence.hashing import canonical_json
-from epoch_gate.evidence.held_out import LOCAL, HeldOut
+from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
 from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, Judgement, SuiteFacts, SuiteOracle, judge
 from epoch_gate.evidence.observations import Observation, make_observation
 from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
+from epoch_gate.verdict.report import console_lines, markdown
 
 TODAY = datetime.date(2026, 12, 2)
 PROTECTED = ProtectedSet(frozenset({"payments/EPOCH", "inventory/EPOCH"}), ("observations/", "freezes/"))
@@ -362,3 +363,47 @@ def test_one_records_flake_in_one_world_never_stands_for_its_failure_in_the_othe
             assert Code.PROPERTY_FAILED in codes and Code.FLAKE_FROZEN not in codes, codes
             assert codes - {Code.PROPERTY_FAILED} == ({Code.FREEZE_NOT_A_FLAKE} if freezes else set())
             assert [o.status for o in j.report.suites[0].observations] == ["fail"]
+
+
+def test_a_held_out_property_that_fails_is_property_failed_and_marked_held_out() -> None:
+    """A property drawn outside the manifest is judged as the manifest's are, after them; its failure says
+    it was held out in the reason, the report's property list, the console and the Markdown."""
+    failure = observed("payments:props", prop="q")
+    base = suite("payments:props")
+    extra = PropertyOutcome("q", "b", 10, "fail", (failure.id,), "", failures=1)
+    replay = dataclasses.replace(
+        base.replay,
+        result=dataclasses.replace(base.replay.result, properties=(*base.replay.result.properties, extra)),
+        observations=(failure,),
+        witnesses={failure.id: b'{"id":1}'},
+    )
+    draw = PropertyDraw(True, seed_sha256="7" * 64, names=("q",), count="4")
+    drawn = dataclasses.replace(
+        base, replay=replay, expected=Expected((("p", "b"), ("q", "b")), {"b": 10}), property_draw=draw
+    )
+    j = judged(facts(), drawn)
+    (report,) = j.report.suites
+    assert [(r.code, r.path, r.message.split(":")[0]) for r in report.verdict.reasons] == [
+        (Code.PROPERTY_FAILED, "payments:props#q", "held-out property")
+    ]
+    as_json = report.to_json()
+    assert [(p["name"], p["held_out"]) for p in as_json["properties"]] == [("p", False), ("q", True)]
+    assert as_json["held_out_properties"] == {
+        "drawn": True,
+        "seed_sha256": "7" * 64,
+        "count": "4",
+        "properties": ["q"],
+    }
+    lines = console_lines(j.report)
+    assert "  held-out  held-out properties from seed 777777777777 (4): q" in lines
+    assert "  property  fail  q (1 of 10 b records failed) (held-out property)" in lines
+    assert "| `q` (held-out property) | fail |" in markdown(j.report)
+    # Without it in the replay, the replay is incomplete: a drawn property must be judged
+    unjudged = dataclasses.replace(drawn, replay=base.replay)
+    assert suite_codes(judged(facts(), unjudged), "payments:props") == {Code.REPLAY_INCOMPLETE}
+
+
+def test_without_a_draw_the_report_says_only_the_manifest_was_judged() -> None:
+    (report,) = judged(facts(), suite("payments:props")).report.suites
+    assert report.to_json()["held_out_properties"] == {"drawn": False, "why": LOCAL_PROPERTIES}
+    assert all(p["held_out"] is False for p in report.to_json()["properties"])

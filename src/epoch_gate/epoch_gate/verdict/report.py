@@ -9,15 +9,15 @@ from typing import Literal, Mapping, Optional, Sequence
 from epoch_gate.change.changed import ChangedPath
 from epoch_gate.verdict.suite import Identities, Label, Verdict, label_of
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
-from epoch_gate.evidence.held_out import HeldOut
+from epoch_gate.evidence.held_out import HeldOut, PropertyDraw
 from epoch_gate.evidence.observations import Observation
 from epoch_gate.change.oracle import OracleChange
 from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Reason
-from epoch_gate.evidence.replay_result import ReplayResult
+from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.text import json_safe, printable
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # `trusted`: CI judged the change with the trusted base's gate code and configuration. `local`: the gate
 # ran from the working tree under review, whose code and configuration can program the judge.
@@ -46,6 +46,7 @@ class SuiteReport:
     cached: Optional[bool] = None  # whether the replay came from a cache; None: not replayed, or unknown
     held_out: HeldOut = HeldOut(False, "not judged")
     held_out_replay: Optional[ReplayResult] = None  # the replay over the held-out world, when drawn
+    property_draw: PropertyDraw = PropertyDraw(False, "not judged")  # properties drawn outside the manifest
 
     @property
     def folder(self) -> str:
@@ -53,6 +54,9 @@ class SuiteReport:
 
     def witness_digests(self) -> list[tuple[str, str]]:
         return sorted((o.id, o.witness_sha256) for o in self.observations if o.source == "replay")
+
+    def _property(self, outcome: PropertyOutcome) -> dict[str, object]:
+        return {**outcome.to_json(), "held_out": outcome.name in self.property_draw.names}
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -68,7 +72,7 @@ class SuiteReport:
                 **self.held_out.to_json(),
                 **(
                     {
-                        "properties": [p.to_json() for p in self.held_out_replay.properties]
+                        "properties": [self._property(p) for p in self.held_out_replay.properties]
                         if self.held_out_replay
                         else []
                     }
@@ -76,7 +80,8 @@ class SuiteReport:
                     else {}
                 ),
             },
-            "properties": [p.to_json() for p in self.replay.properties] if self.replay else [],
+            "held_out_properties": self.property_draw.to_json(),
+            "properties": [self._property(p) for p in self.replay.properties] if self.replay else [],
             "observations": [
                 {**o.to_json(), "source": o.source} for o in sorted(self.observations, key=lambda o: (o.source, o.id))
             ],
@@ -184,16 +189,23 @@ def summary_rows(report: Report) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _marked(suite: SuiteReport, prop: PropertyOutcome) -> str:
+    return " (held-out property)" if prop.name in suite.property_draw.names else ""
+
+
 def console_lines(report: Report) -> list[str]:
     lines: list[str] = []
     for suite in report.suites:
         lines.append(f"suite     {suite.address}")
         lines += ["  " + line for line in identity_lines(suite.identities, suite.witness_digests())]
         if suite.replay:
-            lines += [f"  property  {prop.summary()}" for prop in suite.replay.properties]
+            lines += [f"  property  {prop.summary()}{_marked(suite, prop)}" for prop in suite.replay.properties]
         lines.append(f"  held-out  {suite.held_out.line()}")
+        lines.append(f"  held-out  {suite.property_draw.line()}")
         if suite.held_out_replay:
-            lines += [f"  held-out  {prop.summary()}" for prop in suite.held_out_replay.properties]
+            lines += [
+                f"  held-out  {prop.summary()}{_marked(suite, prop)}" for prop in suite.held_out_replay.properties
+            ]
         lines += reason_lines(suite.verdict.reasons, "  ")
         lines.append(f"  verdict   {suite.verdict.label.value}")
     lines += reason_lines(report.verdict.reasons, "")
@@ -263,6 +275,7 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
     if ids.isolation:
         out.append(f"| isolation | {_cell(ids.isolation)} |")
     out.append(f"| held-out | {_cell(suite.held_out.line())} |")
+    out.append(f"| held-out properties | {_cell(suite.property_draw.line())} |")
     out += [f"| witness {_code(oid)} | {_code(digest)} |" for oid, digest in suite.witness_digests()]
     out.append("")
     if suite.verdict.reasons:
@@ -270,10 +283,11 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
     if suite.replay:
         out += ["| property | outcome | records |", "|---|---|---|"]
         out += [
-            f"| {_code(p.name)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |" for p in suite.replay.properties
+            f"| {_code(p.name)}{_marked(suite, p)} | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+            for p in suite.replay.properties
         ]
         out += [
-            f"| {_code(p.name)} (held-out) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+            f"| {_code(p.name)}{_marked(suite, p)} (held-out world) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
             for p in (suite.held_out_replay.properties if suite.held_out_replay else ())
         ]
         out.append("")

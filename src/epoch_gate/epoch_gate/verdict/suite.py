@@ -74,6 +74,7 @@ class SuiteEvidence:
     witness_paths: Mapping[str, str] = field(default_factory=dict)
     expected: Optional[Expected] = None  # None: the manifest or the world could not be read
     held_out: Optional[HeldOutEvidence] = None  # None: no held-out world was drawn
+    held_out_properties: tuple[str, ...] = ()  # the properties drawn outside the manifest, judged after it
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,13 @@ def _replay_reasons(
             # Only these codes pass through: a summary naming a hold code must not soften an error.
             code = _ERROR_CODES.get(outcome.error_code, Code.PREDICATE_ERROR)
             reasons.append(
-                Reason(code, _about(evidence, outcome.name), "an evaluated property", "error", outcome.detail)
+                Reason(
+                    code,
+                    _about(evidence, outcome.name),
+                    "an evaluated property",
+                    "error",
+                    _drawn(evidence, outcome.name) + outcome.detail,
+                )
             )
         for oid in outcome.observation_ids:
             observation = by_id.get(oid)
@@ -359,7 +366,7 @@ def _replay_reasons(
                         expected=f"{outcome.name} holds",
                         found=f"violated by {outcome.bound} line {observation.line} "
                         f"(witness {observation.witness_sha256[:12]})",
-                        message=f"{_record(observation, evidence)} fails it: "
+                        message=f"{_drawn(evidence, outcome.name)}{_record(observation, evidence)} fails it: "
                         f"{observation.detail.partition(chr(10))[0]}",
                     )
                 )
@@ -369,6 +376,11 @@ def _replay_reasons(
 def _about(evidence: SuiteEvidence, prop: str) -> str:
     """What a property's reason is about, as Pants names a part of a target: `checks:suite#property`."""
     return f"{evidence.address}#{prop}"
+
+
+def _drawn(evidence: SuiteEvidence, prop: str) -> str:
+    """How a reason's message starts when its property was drawn outside the manifest."""
+    return "held-out property: " if prop in evidence.held_out_properties else ""
 
 
 def _record(observation: Observation, evidence: SuiteEvidence) -> str:
@@ -441,6 +453,7 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
                     expected="a valid freeze citing " + flake.id,
                     found="none",
                     message=("held-out world: " if flake.id in held_out_only else "")
+                    + _drawn(evidence, flake.property)
                     + f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
                     "bytes; no valid freeze covers it",
                 )

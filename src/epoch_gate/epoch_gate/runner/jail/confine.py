@@ -238,19 +238,27 @@ def kernel_buffers() -> dict[bytes, int]:
     the process: a socket's queue up to the send buffer it may set (twice `wmem_max`, with the kernel's
     overhead), a pipe's up to `pipe-max-size`. Measured: 500 full Unix socket pairs held 121 MiB of the host's
     memory with 13 MiB resident."""
-    socket = 2 * _setting("/proc/sys/net/core/wmem_max", 212992) * 5 // 4
+    buffer = max(_setting("/proc/sys/net/core/wmem_max", 212992), _setting("/proc/sys/net/core/rmem_max", 212992))
+    socket = 2 * buffer * 5 // 4
     return {b"socket:[": socket, b"pipe:[": _setting("/proc/sys/fs/pipe-max-size", MiB)}
 
 
-def _memory(tree: list[tuple[int, int]]) -> int:
+def _memory(tree: list[tuple[int, int]]) -> Optional[int]:
     """The tree's resident bytes, the bytes of every memfd it holds open (memory no mapping shows) and what
-    the kernel may hold in its sockets and pipes (`kernel_buffers`), each counted once however many hold it."""
+    the kernel may hold in its sockets and pipes (`kernel_buffers`), each counted once however many hold it;
+    None when a live process hides its descriptors from the watch (one that made itself not dumpable)."""
     total, held, page, buffers = 0, set(), resource.getpagesize(), kernel_buffers()
     for pid, _ in tree:
         try:
             with open(f"/proc/{pid}/statm", "rb") as statm:
                 total += int(statm.read().split()[1]) * page
-            for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                descriptors = os.listdir(f"/proc/{pid}/fd")
+            except PermissionError:
+                if _state(pid) in (b"Z", b"X"):
+                    continue
+                return None
+            for fd in descriptors:
                 target = os.readlink(f"/proc/{pid}/fd/{fd}").encode()
                 if target.startswith(b"/memfd:"):
                     total += os.stat(f"/proc/{pid}/fd/{fd}").st_size
@@ -328,7 +336,9 @@ class Watch:
             available = _available()
             if sum(threads for _, threads in tree) > self.limits.processes:
                 self.over(self.limits.process_limit())
-            elif _memory(tree) + _tmp_bytes(tree, own_tmp) > self.limits.memory:
+            elif (memory := _memory(tree)) is None:
+                self.over("a hiding place: one of its processes hid what it holds from the watch (not dumpable)")
+            elif memory + _tmp_bytes(tree, own_tmp) > self.limits.memory:
                 self.over(self.limits.resident_limit())
             elif available is not None and available < self.limits.host_reserve:
                 self.over(self.limits.host_limit(), fault=True)

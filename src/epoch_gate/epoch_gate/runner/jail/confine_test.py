@@ -147,9 +147,17 @@ def holds_out_of_sight(io_uring_setup):
     except OSError as error:
         refused.append(["memfd_create", error.errno])
     for name, result in (("shmget", libc.shmget(0, 1 << 20, 0o1600)), ("msgget", libc.msgget(0, 0o1600)),
-                         ("io_uring_setup", libc.syscall(io_uring_setup, 8, ctypes.create_string_buffer(120)))):
+                         ("semget", libc.semget(0, 4, 0o1600)),
+                         ("io_uring_setup", libc.syscall(io_uring_setup, 8, ctypes.create_string_buffer(120))),
+                         ("vmsplice", libc.vmsplice(os.pipe()[1], None, 0, 0))):
         if result == -1:
             refused.append([name, ctypes.get_errno()])
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("\\0epoch-gate-listens")
+    try:
+        server.listen()
+    except OSError as error:
+        refused.append(["listen", error.errno])
     socket.socketpair()
     os.pipe()
     mmap.mmap(-1, 1 << 20, flags=mmap.MAP_SHARED)[0:1] = b"x"
@@ -381,15 +389,16 @@ def test_in_its_own_jail_the_childs_tmp_is_memory_it_uses_and_nothing_else_is_wr
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
 def test_in_its_own_jail_the_child_cannot_hold_memory_out_of_the_watchs_sight(tmp_path: Path) -> None:
-    """SysV shared memory and queues, memfds and io_uring are refused (ENOSYS, as on a kernel without them);
-    sockets, pipes, shared mappings and subprocesses work as ever."""
+    """SysV shared memory, queues and semaphores, memfds, io_uring, vmsplice and listening are refused
+    (ENOSYS, as on a kernel without them); sockets, pipes, shared mappings and subprocesses work as ever."""
     io_uring_setup = 425  # the same on x86-64 and arm64
     checks = (
         "from epoch_gate.runner.judge.judging import plain\n\n"
         "def judged(record, product):\n"
         f"    seen = plain(product.hog.holds_out_of_sight({io_uring_setup}))\n"
-        "    return seen == {'refused': [['memfd_create', 38], ['shmget', 38], ['msgget', 38],\n"
-        "                                ['io_uring_setup', 38]], 'subprocess': '1\\n'} or seen\n"
+        "    return seen == {'refused': [['memfd_create', 38], ['shmget', 38], ['msgget', 38], ['semget', 38],\n"
+        "                                ['io_uring_setup', 38], ['vmsplice', 38], ['listen', 38]],\n"
+        "                    'subprocess': '1\\n'} or seen\n"
     )
     outcome = replay(
         tmp_path, "holds_out_of_sight", dataclasses.replace(SMALL, cpu_seconds=60), ChildJail(BWRAP), checks=checks
@@ -407,6 +416,27 @@ def test_what_the_kernel_holds_in_the_trees_sockets_counts_as_its_memory(tmp_pat
         "error",
         "replay-failed",
         f"the product went over {limits.resident_limit()}",
+    )
+
+
+def test_a_process_that_hides_its_descriptors_from_the_watch_ends_the_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that made itself not dumpable has a /proc/<pid>/fd the runner cannot read (in the replay's
+    jail, where the runner has no privilege over it): what it holds is unknown, so the replay ends."""
+    listdir = os.listdir
+
+    def hidden(path: str) -> list[str]:
+        if path.startswith("/proc/") and path.endswith("/fd") and path != f"/proc/{os.getpid()}/fd":
+            raise PermissionError(13, "Permission denied", path)
+        return listdir(path)
+
+    monkeypatch.setattr(confine.os, "listdir", hidden)
+    outcome = replay(tmp_path, "lingers_in_a_call", dataclasses.replace(SMALL, cpu_seconds=60))
+    assert (outcome.outcome, outcome.error_code, outcome.detail) == (
+        "error",
+        "replay-failed",
+        "the product went over a hiding place: one of its processes hid what it holds from the watch " "(not dumpable)",
     )
 
 

@@ -1,10 +1,15 @@
 """The system calls the product's own jail refuses: those that hold memory no process of the tree shows, so
 that the watch over the child (`epoch_gate.runner.jail.confine.Watch`) would not see it.
 
-- `shmget`, `msgget`: SysV shared memory and message queues live in the jail's IPC namespace, in no
-  process's memory and in no file the watch can read;
+- `shmget`, `msgget`, `semget`: SysV shared memory, message queues and semaphore sets live in the jail's
+  IPC namespace, in no process's memory and in no file the watch can read (200 sets of 32,000
+  semaphores held 400 MiB);
 - `memfd_create`, `memfd_secret`: a memfd sent over a Unix socket and closed is in no process's table;
-- `io_uring_setup`: its rings and buffers are the kernel's.
+- `io_uring_setup`: its rings and buffers are the kernel's;
+- `vmsplice`: a pipe holding one byte of each huge page keeps the whole page (64 bytes kept 128 MiB);
+- `listen`: a listener's queue holds every connection made to it and closed, with what was sent (2,000
+  of them held 417 MiB behind one descriptor). The child has no network but its own loopback: nothing
+  to serve.
 
 The product sees them fail with ENOSYS, as on a kernel without them, so a library that has a fallback takes
 it. bubblewrap loads the filter (`--seccomp FD`) as the last step before it runs the child, under
@@ -29,15 +34,33 @@ _ENOSYS = 0x00050000 | 38  # SECCOMP_RET_ERRNO | ENOSYS
 _X32 = 0x40000000  # x86-64's x32 calls: the same arch, these numbers or'ed in
 
 # (the kernel's AUDIT_ARCH, the refused calls' numbers) by `uname -m`
-REFUSED = ("shmget", "msgget", "memfd_create", "memfd_secret", "io_uring_setup")
+REFUSED = ("shmget", "msgget", "semget", "memfd_create", "memfd_secret", "io_uring_setup", "vmsplice", "listen")
 _ARCHES = {
     "x86_64": (
         0xC000003E,
-        {"shmget": 29, "msgget": 68, "memfd_create": 319, "memfd_secret": 447, "io_uring_setup": 425},
+        {
+            "shmget": 29,
+            "msgget": 68,
+            "semget": 64,
+            "memfd_create": 319,
+            "memfd_secret": 447,
+            "io_uring_setup": 425,
+            "vmsplice": 278,
+            "listen": 50,
+        },
     ),
     "aarch64": (
         0xC00000B7,
-        {"shmget": 194, "msgget": 186, "memfd_create": 279, "memfd_secret": 447, "io_uring_setup": 425},
+        {
+            "shmget": 194,
+            "msgget": 186,
+            "semget": 190,
+            "memfd_create": 279,
+            "memfd_secret": 447,
+            "io_uring_setup": 425,
+            "vmsplice": 75,
+            "listen": 201,
+        },
     ),
 }
 
