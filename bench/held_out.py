@@ -6,6 +6,9 @@ attrs, `python3.9 -m pip install --target SITE attrs`). Times, unjailed and in t
 the example's orders generator without and with `--seed`, and the replay of the orders suite's manifest
 (its 8 properties) over the pinned world and over the held-out one: medians (min-max) of interleaved runs.
 
+With `--properties`, what held-out properties cost: the replay of the manifest with 0, 4 (the default
+`held_out_properties`) and all 11 of the catalog's other properties drawn, over the pinned world.
+
 With `--gate N`, also the real thing: `./pants --no-pantsd gate --gate-candidate=...` in trusted mode from
 a worktree of origin/main of a copy of this repository, on N new candidates with the key and N without
 (each a new tree, so neither its replays nor its held-out world are cached), interleaved.
@@ -14,6 +17,7 @@ a worktree of origin/main of a copy of this repository, on N new candidates with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import statistics
 import subprocess
@@ -24,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from epoch_gate.evidence import held_out
-from epoch_gate.evidence.manifest import load_manifest
+from epoch_gate.evidence.catalog import parse_catalog
+from epoch_gate.evidence.manifest import Manifest, load_manifest
 from epoch_gate.runner.judge import parent
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +69,7 @@ def main() -> None:
     arguments.add_argument("site", help="a folder holding attrs (the orders product's requirement)")
     arguments.add_argument("--runs", type=int, default=5)
     arguments.add_argument("--gate", type=int, default=0, metavar="N", help="also time N real trusted gates each way")
+    arguments.add_argument("--properties", action="store_true", help="also time held-out properties (k = 0, 4, all)")
     args = arguments.parse_args()
     seed = held_out.seed(held_out.draw_key(b"bench-key-" * 4, "0" * 40), "checks:orders_properties", "bench")
     manifest = load_manifest(REPO / "checks/manifest.json", "checks/manifest.json")
@@ -98,8 +104,33 @@ def main() -> None:
             f"a new candidate with the key: +{extra:.2f} s over {base:.2f} s of pinned work "
             f"({(base + extra) / base:.2f}x); judged again: +0 (both processes cached)"
         )
+        if args.properties:
+            drawn_properties(root, child, manifest, args.runs)
         if args.gate:
             gate(root, args.gate)
+
+
+def drawn_properties(root: Path, child: parent.Child, manifest: Manifest, runs: int) -> None:
+    catalog = parse_catalog((REPO / "checks/catalog.yaml").read_bytes(), "checks/catalog.yaml")
+    seed = held_out.property_seed(held_out.draw_key(b"bench-key-" * 4, "0" * 40), "checks:orders_properties", "bench")
+    world = root / "pinned-0"
+    counts: dict[str, list[float]] = {"0": [], "4": [], held_out.ALL: []}
+    for run in range(runs):
+        for count in counts:
+            drawn = held_out.draw_properties(catalog, manifest, seed, count if count == held_out.ALL else int(count))
+            judged = dataclasses.replace(manifest, properties=(*manifest.properties, *drawn))
+            out = root / f"out-drawn-{count}-{run}"
+            counts[count].append(
+                timed(
+                    lambda: parent.run(
+                        judged, world, out, suite="checks:orders_properties", epoch_id="bench", child=child
+                    )
+                )
+            )
+    base = statistics.median(counts["0"])
+    print(f"held-out properties: the replay of the manifest ({len(manifest.properties)}) and k more, pinned world")
+    for count, samples in counts.items():
+        print(f"  k = {count:3}: {fmt(samples)} ({statistics.median(samples) / base:.2f}x)")
 
 
 def gate(root: Path, runs: int) -> None:
