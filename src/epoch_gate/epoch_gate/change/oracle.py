@@ -152,6 +152,17 @@ def _pin_changes(
                 )
             )
             moved = True
+    if before.world_sha256 != after.world_sha256:
+        out.append(
+            OracleChange(
+                "world-changed",
+                path,
+                before.world_sha256 or "unrecorded",
+                after.world_sha256 or "unrecorded",
+                "the world the pin records: the generator's output must match it",
+            )
+        )
+        moved = True
     if before.epoch_id != after.epoch_id:
         out.append(
             OracleChange(

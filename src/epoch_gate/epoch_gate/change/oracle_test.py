@@ -113,6 +113,19 @@ def test_generator_edit_under_the_same_epoch_id_requires_a_new_id() -> None:
     assert found == [("generator-changed", "fixtures/gen.py"), ("new-epoch-id-required", PATHS.pin)]
 
 
+def test_every_field_of_the_pin_that_changed_is_an_oracle_change() -> None:
+    """A hand edit of the world's digest alone is named, and asks for a new epoch id like any other."""
+    pin = Pin(
+        "e-1",
+        PinnedFile("fixtures/gen.py", sha256_bytes(GENERATOR)),
+        (PinnedFile("fixtures/base.json", sha256_bytes(INPUT)),),
+        "d" * 64,
+    )
+    changes = diff({PATHS.pin: pin.to_bytes()})
+    assert kinds(changes) == [("world-changed", PATHS.pin), ("new-epoch-id-required", PATHS.pin)]
+    assert (changes[0].before, changes[0].after) == ("unrecorded", "d" * 64)
+
+
 def test_re_pinned_inputs_under_a_new_epoch_id() -> None:
     old = base_files()
     pin = Pin(

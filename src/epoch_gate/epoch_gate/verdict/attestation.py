@@ -109,8 +109,9 @@ def _git_uri(repository: str, commit: Optional[str]) -> str:
 
 
 def resource_uri(repository: str, tree: ReviewedTree) -> str:
-    """The commit where it names the judged tree; a dirty tree has no fetchable name beyond its subject."""
-    return _git_uri(repository, tree.head_commit if tree.clean else None)
+    """The commit judged: in trusted mode the candidate's, even when what was judged is that commit merged
+    into the trusted ref (the subject's gitTree then names the merged tree, and no gitCommit does)."""
+    return _git_uri(repository, tree.head_commit)
 
 
 def rfc3339(time: datetime.datetime) -> str:

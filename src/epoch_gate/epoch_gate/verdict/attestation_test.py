@@ -180,10 +180,12 @@ def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(
     }
 
 
-def test_a_dirty_tree_is_named_by_its_tree_alone() -> None:
+def test_a_tree_that_is_not_the_commits_is_named_by_its_tree_and_the_commit_it_judged() -> None:
+    """A candidate branched from an older main is judged merged into the trusted ref: the subject is the
+    merged tree alone, and the resource still names the candidate's commit, which the consumer checks."""
     value = make(sample_report(), DIRTY)
     assert value["subject"][0]["digest"] == {"gitTree": "3" * 40}
-    assert value["predicate"]["resourceUri"] == f"git+{REPOSITORY}"
+    assert value["predicate"]["resourceUri"] == f"git+{REPOSITORY}@{'1' * 40}"
 
 
 def test_a_naive_time_is_refused() -> None:
