@@ -29,7 +29,7 @@ from pants.vcs.changed import Changed
 from epoch_gate.evidence import held_out
 from epoch_gate.verdict import annotations, attestation, report
 from epoch_gate.change.buildfiles import build_file_problems
-from epoch_gate.change.candidate import Candidate, files_at
+from epoch_gate.change.candidate import REGULAR_MODES, Candidate, files_at
 from epoch_gate.verdict.suite import Identities
 from epoch_gate.evidence.folders import output_folder
 from epoch_gate.evidence.freezes import Freeze, parse_freeze_files
@@ -256,22 +256,34 @@ async def _candidate_files(
     root: Path, change: Change, build_patterns: tuple[str, ...], python_setup: PythonSetup
 ) -> tuple[Change, Optional[CandidateFiles]]:
     """Trusted mode: the candidate's BUILD files checked (never loaded here, but once merged every judge
-    would execute them; where several resolves are declared, against the base's, so that no target moves
-    to another), and its files as a digest for the replays."""
+    would execute them; and against the base's, so that no target's code is installed otherwise), and its
+    files as a digest for the replays."""
     candidate = change.candidate
     if candidate is None:
         return change, None
     builds = _build_files(candidate.changed, build_patterns)
-    # Where several resolves are declared, a BUILD file decides which one installs the code below it: each
-    # changed one (a deleted one as empty) is compared with the base's
-    several = python_setup.enable_resolves and len(python_setup.resolves) > 1
-    deleted = _build_files(candidate.changed, build_patterns, deleted=True) if several else []
+    deleted = _build_files(candidate.changed, build_patterns, deleted=True)  # compared as empty
+    linked = [p for p in builds if candidate.entries.get(p, ("", ""))[0] not in REGULAR_MODES]
     findings = [
         *change.findings,
+        *(
+            Reason(
+                Code.PATH_NOT_REGULAR,
+                path,
+                "a regular file",
+                f"git mode {candidate.entries[path][0]}",
+                "a BUILD file of this change is not a regular file: Pants would read what it points to, the "
+                "gate only git's link text",
+            )
+            for path in linked
+        ),
         *build_file_problems(
-            {**{p: read_at(root, candidate.tree, p) or b"" for p in builds}, **{p: b"" for p in deleted}},
+            {
+                **{p: read_at(root, candidate.tree, p) or b"" for p in builds if p not in linked},
+                **{p: b"" for p in deleted},
+            },
             [t.alias for t in ORACLE_TARGETS],
-            {p: read_at(root, candidate.base, p) for p in (*builds, *deleted)} if several else None,
+            {p: read_at(root, candidate.base, p) for p in (*builds, *deleted)},
             python_setup.default_resolve,
         ),
     ]

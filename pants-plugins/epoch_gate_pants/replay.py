@@ -390,20 +390,44 @@ async def _manifest_only(manifest: ManifestFiles, drawn: tuple[Property, ...]) -
 
 
 def _properties(
-    request: ReplayRequest, suite: Suite, manifest: ManifestFiles, epoch_id: str
-) -> tuple[Optional[PropertyDraw], tuple[Property, ...]]:
+    request: ReplayRequest, suite: Suite, manifest: ManifestFiles, epoch: EpochCheck, epoch_id: str
+) -> tuple[Optional[PropertyDraw], tuple[Property, ...], tuple[Reason, ...]]:
     """The held-out properties this replay judges besides the manifest's: those the suite's property seed
-    draws from the catalog outside the manifest, when the request has the tree's draw key."""
+    draws from the catalog outside the manifest, when the request has the tree's draw key; and why the
+    draw cannot be judged, whatever it picks: a catalog property over a bound the pinned world lacks."""
     catalog, parsed = manifest.check.catalog, manifest.check.manifest
     if request.property_key is None:
-        return None, ()
+        return None, (), ()
     if catalog is None or parsed is None:
-        return PropertyDraw(False, "the manifest or its catalog cannot be read"), ()
+        return PropertyDraw(False, "the manifest or its catalog cannot be read"), (), ()
+    sampled = {p.name for p in parsed.properties}
+    unbound = sorted(
+        (p.name, p.bound)
+        for p in catalog.properties
+        if p.name not in sampled and epoch.world.records.get(p.bound, 0) == 0
+    )
+    if unbound:
+        if request.held_out_key is not None:  # the pinned world's replay says why, once
+            return PropertyDraw(False, "the catalog has properties over bounds the world lacks"), (), ()
+        found = ", ".join(f"{name} (over {bound})" for name, bound in unbound)
+        why = Reason(
+            Code.BOUND_MISSING,
+            manifest.catalog_path,
+            "every catalog property over a bound the pinned world holds",
+            found[:500],
+            "a held-out draw may pick any catalog property outside the manifest, and the pinned world has no "
+            "record for these: give the world their bounds, or take them out of the catalog",
+        )
+        return PropertyDraw(False, "the catalog has properties over bounds the world lacks"), (), (why,)
     count = suite.target[SampledPropertiesHeldOutPropertiesField].value
     seed = epoch_gate_held_out.property_seed(request.property_key, str(request.address), epoch_id)
     drawn = epoch_gate_held_out.draw_properties(catalog, parsed, seed, count)
+    if not drawn:
+        why = "held_out_properties is 0" if count == 0 else "the catalog has no property outside the manifest"
+        return PropertyDraw(False, why), (), ()
     names = tuple(p.name for p in drawn)
-    return PropertyDraw(True, seed_sha256=epoch_gate_held_out.seed_sha256(seed), names=names, count=str(count)), drawn
+    draw = PropertyDraw(True, seed_sha256=epoch_gate_held_out.seed_sha256(seed), names=names, count=str(count))
+    return draw, drawn, ()
 
 
 async def _world(
@@ -577,11 +601,13 @@ async def replay_sampled_properties(
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
     world, held_out = await _world(request, suite.fixture.address, epoch, pin.epoch_id)
-    draw, drawn = _properties(request, suite, manifest, pin.epoch_id)
+    draw, drawn, undrawable = _properties(request, suite, manifest, epoch, pin.epoch_id)
 
     def refused(*reasons: Reason) -> ReplayRun:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out, draw, drawn)
 
+    if undrawable:
+        return refused(*undrawable)
     if world.failure is not None:
         return refused(world.failure)
     if dependencies.failure is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pants.build_graph.address import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents
@@ -15,7 +17,7 @@ from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import GENERATOR, configure
 from epoch_gate_pants.isolation import Jail
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
-from epoch_gate_pants.rule_harness import CATALOG, candidate_files, write_repo
+from epoch_gate_pants.rule_harness import CATALOG, PREDICATES, candidate_files, write_repo
 
 MODULES = (candidate, fixture, isolation, replay, runner, suite)
 QUERIES = (
@@ -237,4 +239,45 @@ def test_a_module_whose_name_the_runner_cannot_list_is_refused() -> None:
     assert [(r.code, r.path, r.found) for r in reasons] == [
         (Code.MODULE_SHADOWED, "(stand-in) x,y/__init__.py", "x,y"),
         (Code.MODULE_SHADOWED, "src/a,b.py", "a,b"),
+    ]
+
+
+def test_held_out_properties_are_drawn_outside_the_manifest_and_judged_in_the_replay(rule_runner: RuleRunner) -> None:
+    from epoch_gate.evidence import held_out
+
+    extra = (
+        "  - name: refund_is_boolean\n    bound: payments\n    predicate: checks.props:refund_is_boolean\n"
+        "    description: The product answers with a boolean.\n"
+    )
+    write_repo(rule_runner)
+    predicates = PREDICATES + (
+        "\n\ndef refund_is_boolean(record, product) -> bool:\n"
+        "    return isinstance(product.payments_lib.refundable(1, 0), bool)\n"
+    )
+    rule_runner.write_files({"checks/catalog.yaml": CATALOG + extra, "checks/props.py": predicates})
+    address, tree_key = Address("checks", target_name="props"), held_out.draw_key(b"k" * 32, "0" * 40)
+    run = rule_runner.request(ReplayRun, [ReplayRequest(address, property_key=tree_key)])
+    assert run.draw is not None and run.draw.names == ("refund_is_boolean",) and run.draw.count == "4"
+    seed = held_out.property_seed(tree_key, "checks:props", "e1")
+    assert run.draw.seed_sha256 == held_out.seed_sha256(seed) and tree_key not in repr(run.draw)
+    assert run.result is not None and run.result.exit_code == 0, run.result.stderr
+    replayed = json.loads(
+        next(c.content for c in rule_runner.request(DigestContents, [run.output]) if c.path == "replay.json")
+    )
+    assert [p["name"] for p in replayed["properties"]] == ["refund_le_captured", "refund_is_boolean"]
+    # None asked for: said so, nothing drawn
+    build = (
+        'python_sources(name="preds", sources=["props.py"])\n'
+        'property_manifest(name="manifest", predicates=["props.py"])\n'
+        'sampled_properties(name="props", fixture="fixtures:epoch", manifest=":manifest", held_out_properties=0, '
+        'dependencies=[":preds", "src:lib"])'
+    )
+    rule_runner.write_files({"checks/BUILD": build})
+    none = rule_runner.request(ReplayRun, [ReplayRequest(address, property_key=tree_key)])
+    assert none.draw == held_out.PropertyDraw(False, "held_out_properties is 0") and none.drawn == ()
+    # A catalog property over a bound the world lacks: whatever a draw picks, the suite says so and closes
+    rule_runner.write_files({"checks/catalog.yaml": CATALOG + extra.replace("bound: payments", "bound: orders")})
+    unbound = rule_runner.request(ReplayRun, [ReplayRequest(address, property_key=tree_key)])
+    assert unbound.result is None and [(r.code, r.path, r.found) for r in unbound.refusals] == [
+        (Code.BOUND_MISSING, "checks/catalog.yaml", "refund_is_boolean (over orders)")
     ]

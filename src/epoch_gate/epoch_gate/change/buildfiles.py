@@ -46,22 +46,35 @@ try:  # as Pants reads it: UTF-8 text, so a coding line cannot make this parse s
 except UnicodeDecodeError:
     print(json.dumps({"problem": "not UTF-8 text", "calls": [], "targets": []}))
     raise SystemExit(0)
+INSTALL = ("resolve", "interpreter_constraints", "environment")
+def strings(value):
+    return sorted({n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)})
+def fields(pairs):
+    return {field: strings(value) for field, value in pairs if field in INSTALL}
 def installed(call):
-    # What decides how the target's code is installed: every string under a resolve, interpreter_constraints
-    # or environment argument (or such a key, in overrides), and with any of them its sources; None: none
-    fields = {}
-    for node in ast.walk(call):
-        pairs = [(k.arg, k.value) for k in node.keywords] if isinstance(node, ast.Call) else []
-        if isinstance(node, ast.Dict):
-            pairs += [(k.value, v) for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)]
-        for field, value in pairs:
-            if field in ("resolve", "interpreter_constraints", "environment"):
-                fields.setdefault(field, set()).update(
-                    n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
-    if not fields:
+    # What decides how the target's code is installed, read structurally: its own resolve,
+    # interpreter_constraints and environment arguments, each override's (by its key), and with any of them
+    # its sources; None when it names none. Such a field anywhere else is kept as found.
+    own = fields((k.arg, k.value) for k in call.keywords)
+    overrides, placed = {}, {id(k.value) for k in call.keywords if k.arg in INSTALL}
+    for k in call.keywords:
+        if k.arg == "overrides" and isinstance(k.value, ast.Dict):
+            for key, value in zip(k.value.keys, k.value.values):
+                if isinstance(value, ast.Dict):
+                    pairs = [(f.value, v) for f, v in zip(value.keys, value.values) if isinstance(f, ast.Constant)]
+                    found = fields(pairs)
+                    placed |= {id(v) for f, v in pairs if f in INSTALL}
+                    if found:
+                        overrides[ast.unparse(key)] = found
+    anywhere = [k.value for n in ast.walk(call) if isinstance(n, ast.Call) for k in n.keywords if k.arg in INSTALL]
+    anywhere += [v for n in ast.walk(call) if isinstance(n, ast.Dict) for f, v in zip(n.keys, n.values)
+                 if isinstance(f, ast.Constant) and f.value in INSTALL]
+    elsewhere = sorted(ast.unparse(value) for value in anywhere if id(value) not in placed)
+    if not (own or overrides or elsewhere):
         return None
-    text = "; ".join(f"{f} {', '.join(sorted(v))}" for f, v in sorted(fields.items()))
-    return text + "".join(f"; sources {ast.unparse(k.value)}" for k in call.keywords if k.arg in ("source", "sources"))
+    sources = [ast.unparse(k.value) for k in call.keywords if k.arg in ("source", "sources")]
+    return json.dumps({"fields": own, "overrides": overrides, "elsewhere": elsewhere, "sources": sources},
+                      sort_keys=True)
 def name(call):
     found = [k.value.value for k in call.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)]
     return str(found[0]) if found else ""
@@ -75,9 +88,9 @@ print(json.dumps({"problem": found, "calls": calls, "targets": targets}))
 
 
 # A target's name in its BUILD file ("" for the folder's default) -> what decides how its code is installed
-# (its resolves, interpreter constraints and environments, and with them its sources), or None for nothing
+# (`_CHECK`'s `installed`, as JSON: its resolves, interpreter constraints and environments, its overrides',
+# and with them its sources), or None for nothing
 Targets = dict[str, Optional[str]]
-INSTALL_FIELDS = ("resolve", "interpreter_constraints", "environment")
 
 
 def _checked(source: bytes) -> tuple[str, tuple[str, ...], Targets]:
@@ -123,8 +136,8 @@ def build_file_problems(
     """A closing reason per changed BUILD file that is more than literal target declarations, or that
     declares one of `oracle_types`: the judge's graph does not hold the candidate's targets, so a suite,
     fixture or manifest the change adds or moves would otherwise land with nobody reviewing its oracle.
-    With the `base`'s BUILD files (asked where several resolves are declared), one per target it puts in
-    a resolve it was not in (`_moves`)."""
+    With the `base`'s BUILD files (None: not asked), one per target whose code it would have installed
+    otherwise (`_moves`)."""
     reasons = []
     for path, source in sorted(files.items()):
         found, calls, targets = _checked(source)
@@ -159,8 +172,9 @@ def build_file_problems(
 def _moves(path: str, targets: Targets, before_source: Optional[bytes], default_resolve: str) -> list[Reason]:
     """A `requirements-changed` reason per target whose code this change may install otherwise: the replay
     installs the suite's resolve, and production would install that code with another. Each target of the
-    base that names how it is installed (`INSTALL_FIELDS`) stays, named so, with the same sources; a new
-    target names nothing of it but `default_resolve`. A base file that is not plain declarations (a
+    base that names how it is installed (a resolve, interpreter constraints or an environment, its own or
+    an override's) stays, named so, with the same sources; a new target names nothing of it but
+    `default_resolve`. A base file that is not plain declarations (a
     `__defaults__`, say) cannot be compared: any change to it is one."""
 
     def moved(expected: str, found: str, why: str) -> Reason:
@@ -173,20 +187,48 @@ def _moves(path: str, targets: Targets, before_source: Optional[bytes], default_
         problem, _, before = _checked(before_source)
         if problem:
             return [moved("a base BUILD file of plain declarations", problem, "changes one that decides installs")]
-    default = f"resolve {default_resolve}"
+
+    def default_only(installed: str) -> bool:
+        found = json.loads(installed)
+        return found["fields"] in ({}, {"resolve": [default_resolve]}) and not (
+            found["overrides"] or found["elsewhere"]
+        )
+
     reasons = [
-        moved(f"target {name or '(the folder default)'}: {installed}", targets.get(name) or "removed", "moves code")
-        for name, installed in sorted(before.items())
-        if installed is not None and targets.get(name) != installed
+        moved(
+            f"target {name or '(the folder default)'}: {_readable(was)}",
+            _readable(targets[name]) if name in targets else "removed",
+            "moves code",
+        )
+        for name, was in sorted(before.items())
+        if was is not None and targets.get(name, "removed") != was
     ]
     reasons += [
-        moved(f"new target {name or '(the folder default)'}: {default_resolve} or nothing", installed, "moves code")
-        for name, installed in sorted(targets.items())
-        if name not in before and installed is not None and installed.split("; sources ")[0] != default
+        moved(
+            f"new target {name or '(the folder default)'}: {default_resolve} or nothing", _readable(now), "moves code"
+        )
+        for name, now in sorted(targets.items())
+        if name not in before and now is not None and not default_only(now)
     ]
     reasons += [
-        moved(f"target {name or '(the folder default)'}: nothing", installed, "moves code")
-        for name, installed in sorted(targets.items())
-        if name in before and before[name] is None and installed is not None
+        moved(f"target {name or '(the folder default)'}: nothing", _readable(now), "moves code")
+        for name, now in sorted(targets.items())
+        if name in before and before[name] is None and now is not None
     ]
     return reasons
+
+
+def _readable(installed: Optional[str]) -> str:
+    """`installed` as a reason says it: `resolve a, b; override 'x.py': resolve c; sources ['x.py']`."""
+    if installed is None:
+        return "nothing named"
+    found = json.loads(installed)
+
+    def said(fields: dict[str, list[str]]) -> str:
+        return "; ".join(f"{field} {', '.join(values)}" for field, values in sorted(fields.items()))
+
+    parts = [said(found["fields"])] if found["fields"] else []
+    parts += [f"override {key}: {said(fields)}" for key, fields in sorted(found["overrides"].items())]
+    parts += [f"elsewhere {value}" for value in found["elsewhere"]]
+    parts += [f"sources {value}" for value in found["sources"]]
+    return "; ".join(parts)

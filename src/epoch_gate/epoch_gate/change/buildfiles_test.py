@@ -94,13 +94,13 @@ def test_targets_that_keep_how_they_are_installed_are_product_code() -> None:
     [
         # Moved: renamed, another resolve, none named, widened, narrowed, its sources, by an override
         (BASE.replace(b'"lib"', b'"lib2"'), [(LIB, "removed")]),
-        (BASE.replace(b'name="lib", resolve="python-default"', b"name=\"lib\""), [(LIB, "removed")]),
+        (BASE.replace(b'name="lib", resolve="python-default"', b"name=\"lib\""), [(LIB, "nothing named")]),
         (BASE.replace(b'"python-default")', b'"other")'), [(LIB, "resolve other")]),
         (BASE.replace(b'("a", "b")', b'("a", "b", "c")'), [(TOOLS, "resolve a, b, c; sources ['t.py']")]),
         (BASE.replace(b'["t.py"]', b'["t.py", "u.py"]'), [(TOOLS, "resolve a, b; sources ['t.py', 'u.py']")]),
         (
             BASE.replace(b'name="tests")', b'name="tests", overrides={"x.py": {"resolve": "other"}})'),
-            [("target tests: nothing", "resolve other")],
+            [("target tests: nothing", "override 'x.py': resolve other")],
         ),
         (
             BASE.replace(b'name="tests")', b'name="tests", interpreter_constraints=["==3.12.*"])'),
@@ -117,6 +117,18 @@ def test_a_target_whose_code_may_install_otherwise_is_a_requirement_change(
     changed: bytes, found: list[tuple[str, str]]
 ) -> None:
     assert moves(changed) == found
+
+
+def test_overrides_are_compared_key_by_key() -> None:
+    base = b'python_sources(name="pay", resolve="a", overrides={"legacy.py": {"resolve": "b"}})\n'
+    swapped = b'python_sources(name="pay", resolve="b", overrides={"legacy.py": {"resolve": "a"}})\n'
+    moved = b'python_sources(name="pay", resolve="a", overrides={"pay.py": {"resolve": "b"}})\n'
+    was = "target pay: resolve a; override 'legacy.py': resolve b"
+    assert moves(swapped, base) == [(was, "resolve b; override 'legacy.py': resolve a")]
+    assert moves(moved, base) == [(was, "resolve a; override 'pay.py': resolve b")]
+    # A new target's resolve read structurally: text that looks like another field is a resolve's name
+    odd = b'python_sources(name="n", resolve="python-default; sources ", overrides={"x.py": {"resolve": "t"}})\n'
+    assert len(moves(odd, None)) == 1
 
 
 def test_a_base_build_file_that_is_not_plain_declarations_cannot_be_compared() -> None:

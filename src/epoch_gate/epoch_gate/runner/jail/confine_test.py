@@ -158,6 +158,10 @@ def holds_out_of_sight(io_uring_setup):
         server.listen()
     except OSError as error:
         refused.append(["listen", error.errno])
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    except OSError as error:
+        refused.append(["unix datagram", error.errno])
     socket.socketpair()
     os.pipe()
     mmap.mmap(-1, 1 << 20, flags=mmap.MAP_SHARED)[0:1] = b"x"
@@ -389,15 +393,17 @@ def test_in_its_own_jail_the_childs_tmp_is_memory_it_uses_and_nothing_else_is_wr
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
 def test_in_its_own_jail_the_child_cannot_hold_memory_out_of_the_watchs_sight(tmp_path: Path) -> None:
-    """SysV shared memory, queues and semaphores, memfds, io_uring, vmsplice and listening are refused
-    (ENOSYS, as on a kernel without them); sockets, pipes, shared mappings and subprocesses work as ever."""
+    """SysV shared memory, queues and semaphores, memfds, io_uring, vmsplice, listening and Unix datagram
+    sockets are refused (ENOSYS, as on a kernel without them); stream socket pairs, pipes, shared mappings
+    and subprocesses work as ever."""
     io_uring_setup = 425  # the same on x86-64 and arm64
     checks = (
         "from epoch_gate.runner.judge.judging import plain\n\n"
         "def judged(record, product):\n"
         f"    seen = plain(product.hog.holds_out_of_sight({io_uring_setup}))\n"
         "    return seen == {'refused': [['memfd_create', 38], ['shmget', 38], ['msgget', 38], ['semget', 38],\n"
-        "                                ['io_uring_setup', 38], ['vmsplice', 38], ['listen', 38]],\n"
+        "                                ['io_uring_setup', 38], ['vmsplice', 38], ['listen', 38],\n"
+        "                                ['unix datagram', 38]],\n"
         "                    'subprocess': '1\\n'} or seen\n"
     )
     outcome = replay(

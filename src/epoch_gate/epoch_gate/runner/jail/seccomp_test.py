@@ -12,16 +12,18 @@ from epoch_gate.runner.jail.seccomp import _ARCHES, REFUSED, child_filter
 ALLOW, ENOSYS = 0x7FFF0000, 0x00050000 | 38
 
 
-def run(program: bytes, nr: int, arch: int) -> int:
-    """What the filter returns for a call: classic BPF's load-absolute, jump-if-equal, jump-if-at-least and
-    return, over seccomp_data's nr and arch."""
+def run(program: bytes, nr: int, arch: int, args: tuple[int, int] = (0, 0)) -> int:
+    """What the filter returns for a call: classic BPF's load-absolute, and-constant, jump-if-equal,
+    jump-if-at-least and return, over seccomp_data's nr, arch and first two arguments' low words."""
     instructions = list(struct.iter_unpack("=HBBI", program))
-    data = {0: nr, 4: arch}
+    data = {0: nr, 4: arch, 16: args[0], 24: args[1]}
     pc, accumulator = 0, 0
     for _ in range(len(instructions)):
         code, jump_true, jump_false, k = instructions[pc]
         if code == 0x20:
             accumulator, pc = data[k], pc + 1
+        elif code == 0x54:
+            accumulator, pc = accumulator & k, pc + 1
         elif code in (0x15, 0x35):
             taken = accumulator == k if code == 0x15 else accumulator >= k
             pc += 1 + (jump_true if taken else jump_false)
@@ -40,6 +42,13 @@ def test_the_refused_calls_and_nothing_else(machine: str) -> None:
     refused = {numbers[name] for name in REFUSED}
     assert {nr for nr in range(1024) if run(program, nr, arch) == ENOSYS} == refused
     assert all(run(program, nr, arch) == ALLOW for nr in range(1024) if nr not in refused)
+    # Unix datagram and sequenced-packet sockets (SOCK_CLOEXEC and SOCK_NONBLOCK or'ed in or not) are
+    # refused; Unix streams, and every other family, are not
+    for name in ("socket", "socketpair"):
+        for kind in (2, 5, 2 | 0o2000000, 5 | 0o4000):
+            assert run(program, numbers[name], arch, (1, kind)) == ENOSYS
+        for family, kind in ((1, 1), (1, 1 | 0o2000000), (2, 2), (10, 1), (16, 3)):
+            assert run(program, numbers[name], arch, (family, kind)) == ALLOW
 
 
 def test_another_abi_is_refused_whole() -> None:
