@@ -453,8 +453,8 @@ def _available() -> int:
 
 @pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
 def test_a_product_filling_every_place_it_can_costs_the_host_about_its_limit(tmp_path: Path) -> None:
-    """Two children of four processes each fill their sockets, their /tmp and their memory: unbounded, some
-    5 GiB of the host's. The replay stops at the limit (256 MiB for the whole tree, every child's /tmp
+    """At import, two children of four processes each fill their /tmp, their memory and their sockets:
+    unbounded, some 5 GiB of the host's. The replay stops at the limit (256 MiB for the whole tree, every child's /tmp
     included); the host's available memory, sampled every 5 ms, drops by at most that and what the tree
     can write between two polls of the watch (documented in the threat model; other tests running beside
     this one count too, so the margin is wide)."""
@@ -468,7 +468,10 @@ def test_a_product_filling_every_place_it_can_costs_the_host_about_its_limit(tmp
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        outcome = replay(tmp_path, "fills_everything", limits, ChildJail(BWRAP))
+        # At import: the product module the predicate reaches fills everything as it is imported
+        (tmp_path / "filler.py").write_text("import hog\n\nhog.fills_everything()\n\n\ndef ready():\n    return 1\n")
+        checks = "def judged(record, product):\n    return product.filler.ready() == 1\n"
+        outcome = replay(tmp_path, "", limits, ChildJail(BWRAP), names=("hog", "filler"), checks=checks)
     finally:
         done.set()
         sampler.join()
