@@ -49,11 +49,7 @@ def candidate_files(root: Path, candidate: Candidate) -> tuple[list[FileContent]
     """Read in the goal (git is the deciding process's own reader), as bytes and nothing else."""
     # Folders holding anything Python imports: source, and compiled code alone (which an import by a built
     # name would load in production)
-    python_folders = {
-        posixpath.dirname(path)
-        for path in candidate.entries
-        if path.endswith(".py") or module_name(posixpath.basename(path))
-    }
+    python_folders = {posixpath.dirname(path) for path in candidate.entries if path.endswith((".py", *COMPILED))}
     inside = {path: entry for path, entry in candidate.entries.items() if _below_python(path, python_folders)}
     irregular = []
     for path, (mode, _) in sorted(inside.items()):

@@ -118,6 +118,7 @@ def test_compiled_code_alone_in_a_folder_is_read_and_refused(tmp_path: Path) -> 
     files = {
         "src/app.py": b"",
         "src/native/fastpath.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
+        "src/compiled/__init__.pyc": b"\x00",  # a package of compiled code alone
         "src/pkg/__init__.py": b"",
         "docs/notes.md": b"not Python",
     }
@@ -132,9 +133,8 @@ def test_compiled_code_alone_in_a_folder_is_read_and_refused(tmp_path: Path) -> 
     candidate = Candidate("c", tree.strip(), "b", (), _entries(tmp_path, tree.strip()), True)
     read, irregular = candidate_files(tmp_path, candidate)
     assert sorted(c.path for c in read) == ["src/app.py", "src/pkg/__init__.py"]
+    compiled = "compiled code, which cannot be reviewed or followed as source"
     assert irregular == [
-        (
-            "src/native/fastpath.cpython-311-x86_64-linux-gnu.so",
-            "compiled code, which cannot be reviewed or followed as source",
-        )
+        ("src/compiled/__init__.pyc", compiled),
+        ("src/native/fastpath.cpython-311-x86_64-linux-gnu.so", compiled),
     ]
