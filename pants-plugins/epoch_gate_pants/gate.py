@@ -263,7 +263,8 @@ async def _candidate_files(
         return change, None
     builds = _build_files(candidate.changed, build_patterns)
     deleted = _build_files(candidate.changed, build_patterns, deleted=True)  # compared as empty
-    linked = [p for p in builds if candidate.entries.get(p, ("", ""))[0] not in REGULAR_MODES]
+    modes = {p: candidate.entries.get(p, ("", ""))[0] for p in builds}  # none: a name that is not UTF-8
+    linked = [p for p in builds if modes[p] not in REGULAR_MODES]
     findings = [
         *change.findings,
         *(
@@ -271,7 +272,7 @@ async def _candidate_files(
                 Code.PATH_NOT_REGULAR,
                 path,
                 "a regular file",
-                f"git mode {candidate.entries[path][0]}",
+                f"git mode {modes[path]}" if modes[path] else "a name that is not UTF-8",
                 "a BUILD file of this change is not a regular file: Pants would read what it points to, the "
                 "gate only git's link text",
             )

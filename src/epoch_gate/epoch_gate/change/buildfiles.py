@@ -40,6 +40,12 @@ def problem(source):
             return f"line {line}: the name {node.id!r}"
         if isinstance(node, ast.keyword) and node.arg is None:
             return f"line {line}: ** arguments"
+        if isinstance(node, ast.Dict):  # Python keeps the last of a key given twice: what a reader may miss
+            if any(key is None for key in node.keys):
+                return f"line {line}: ** in a dict"
+            keys = [ast.dump(key) for key in node.keys]
+            if len(set(keys)) != len(keys):
+                return f"line {line}: a key given twice"
     return ""
 try:  # as Pants reads it: UTF-8 text, so a coding line cannot make this parse see other code than Pants runs
     source = sys.stdin.buffer.read().decode("utf-8")

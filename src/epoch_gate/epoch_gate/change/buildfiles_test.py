@@ -36,6 +36,8 @@ def test_declarations_with_literal_arguments_pass() -> None:
         b'x = 1\n',
         b'def f():\n    pass\n',
         b'python_sources(\n',
+        b'python_sources(overrides={"a.py": {"resolve": "b"}, "a.py": {}})\n',
+        b'python_sources(overrides={"a.py": {"resolve": "b"}, **{"a.py": {}}})\n',
         b'python_sources(name=' + b'[' * 100_000 + b'\n',
     ],
 )

@@ -158,10 +158,11 @@ def holds_out_of_sight(io_uring_setup):
         server.listen()
     except OSError as error:
         refused.append(["listen", error.errno])
-    try:
-        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    except OSError as error:
-        refused.append(["unix datagram", error.errno])
+    for name, kind in (("unix datagram", socket.SOCK_DGRAM), ("unix raw", socket.SOCK_RAW)):
+        try:
+            socket.socket(socket.AF_UNIX, kind)
+        except OSError as error:
+            refused.append([name, error.errno])
     socket.socketpair()
     os.pipe()
     mmap.mmap(-1, 1 << 20, flags=mmap.MAP_SHARED)[0:1] = b"x"
@@ -403,7 +404,7 @@ def test_in_its_own_jail_the_child_cannot_hold_memory_out_of_the_watchs_sight(tm
         f"    seen = plain(product.hog.holds_out_of_sight({io_uring_setup}))\n"
         "    return seen == {'refused': [['memfd_create', 38], ['shmget', 38], ['msgget', 38], ['semget', 38],\n"
         "                                ['io_uring_setup', 38], ['vmsplice', 38], ['listen', 38],\n"
-        "                                ['unix datagram', 38]],\n"
+        "                                ['unix datagram', 38], ['unix raw', 38]],\n"
         "                    'subprocess': '1\\n'} or seen\n"
     )
     outcome = replay(

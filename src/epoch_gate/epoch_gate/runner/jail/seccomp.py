@@ -10,9 +10,9 @@ that the watch over the child (`epoch_gate.runner.jail.confine.Watch`) would not
 - `listen`: a listener's queue holds every connection made to it and closed, with what was sent (2,000
   of them held 417 MiB behind one descriptor). The child has no network but its own loopback: nothing
   to serve;
-- `socket` and `socketpair` of Unix datagram or sequenced-packet sockets: a receiver's queue holds the
-  datagrams of senders that closed (11 of 3 MiB behind one descriptor); Unix stream sockets, bounded by
-  their send buffers, stay.
+- `socket` and `socketpair` of Unix sockets other than streams (datagram, sequenced-packet, and raw,
+  which the kernel makes a datagram one): a receiver's queue holds the datagrams of senders that closed
+  (11 of 3 MiB behind one descriptor); Unix stream sockets, bounded by their send buffers, stay.
 
 The product sees them fail with ENOSYS, as on a kernel without them, so a library that has a fallback takes
 it. bubblewrap loads the filter (`--seccomp FD`) as the last step before it runs the child, under
@@ -37,7 +37,7 @@ _NR, _ARCH, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in seccomp_data
 _ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
 _ENOSYS = 0x00050000 | 38  # SECCOMP_RET_ERRNO | ENOSYS
 _X32 = 0x40000000  # x86-64's x32 calls: the same arch, these numbers or'ed in
-_AF_UNIX, _SOCK_TYPE, _SOCK_DGRAM, _SOCK_SEQPACKET = 1, 0xF, 2, 5
+_AF_UNIX, _SOCK_TYPE, _SOCK_STREAM = 1, 0xF, 1
 
 # (the kernel's AUDIT_ARCH, the refused calls' numbers) by `uname -m`
 REFUSED = ("shmget", "msgget", "semget", "memfd_create", "memfd_secret", "io_uring_setup", "vmsplice", "listen")
@@ -113,13 +113,12 @@ def child_filter(machine: Optional[str] = None) -> Optional[bytes]:
     steps += [(_JUMP_EQUAL, numbers[name], "socket", "") for name in ("socket", "socketpair")]
     steps += [
         (_RETURN, _ALLOW, "", ""),
-        "socket",  # a Unix socket of a type whose queue a receiver holds: refused
+        "socket",  # a Unix socket other than a stream (SOCK_RAW is a datagram one there): refused
         (_LOAD_WORD, _ARG0, "", ""),
         (_JUMP_EQUAL, _AF_UNIX, "", "allow"),
         (_LOAD_WORD, _ARG1, "", ""),
         (_AND, _SOCK_TYPE, "", ""),
-        (_JUMP_EQUAL, _SOCK_DGRAM, "refuse", ""),
-        (_JUMP_EQUAL, _SOCK_SEQPACKET, "refuse", ""),
+        (_JUMP_EQUAL, _SOCK_STREAM, "allow", "refuse"),
         "allow",
         (_RETURN, _ALLOW, "", ""),
         "refuse",
