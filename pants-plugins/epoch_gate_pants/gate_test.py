@@ -493,6 +493,22 @@ def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> Non
     assert [r["path"] for r in reasons(run.report, "build-file-code")] == ["src/BUILD"]
 
 
+def test_trusted_mode_refuses_a_build_file_committed_as_a_symlink(repo: GateRepo) -> None:
+    """Pants would read the file the link points to (which no BUILD pattern names, so nothing checks it);
+    the gate reads only git's link text."""
+    repo.git("checkout", "-q", "-B", "linked-build", "main")
+    (repo.root / "src/declarations").write_text(repo.read("src/BUILD"))
+    (repo.root / "src/BUILD").unlink()
+    os.symlink("declarations", repo.root / "src/BUILD")
+    commit = repo.commit("a BUILD file as a symlink")
+    repo.git("checkout", "-q", "main")
+    run = repo.gate(f"--gate-candidate={commit}")
+    assert run.verdict == "closed", run.stdout
+    assert [(r["path"], r["found"]) for r in reasons(run.report, "path-not-regular")] == [
+        ("src/BUILD", "git mode 120000")
+    ]
+
+
 def test_trusted_mode_catches_product_code_rigging_the_predicates(repo: GateRepo) -> None:
     commit = repo.candidate("rigged", {REFUND_BUG[0]: buggy_product(repo) + RIGGED_PRODUCT})
     run = repo.gate(f"--gate-candidate={commit}")
