@@ -407,8 +407,9 @@ def _properties(
         if p.name not in sampled and epoch.world.records.get(p.bound, 0) == 0
     )
     if unbound:
+        not_drawn = PropertyDraw(False, "the catalog has properties over bounds the world lacks")
         if request.held_out_key is not None:  # the pinned world's replay says why, once
-            return PropertyDraw(False, "the catalog has properties over bounds the world lacks"), (), ()
+            return not_drawn, (), ()
         found = ", ".join(f"{name} (over {bound})" for name, bound in unbound)
         why = Reason(
             Code.BOUND_MISSING,
@@ -418,7 +419,7 @@ def _properties(
             "a held-out draw may pick any catalog property outside the manifest, and the pinned world has no "
             "record for these: give the world their bounds, or take them out of the catalog",
         )
-        return PropertyDraw(False, "the catalog has properties over bounds the world lacks"), (), (why,)
+        return not_drawn, (), (why,)
     count = suite.target[SampledPropertiesHeldOutPropertiesField].value
     seed = epoch_gate_held_out.property_seed(request.property_key, str(request.address), epoch_id)
     drawn = epoch_gate_held_out.draw_properties(catalog, parsed, seed, count)

@@ -149,6 +149,13 @@ def test_the_jailed_level_needs_every_suite_jailed_with_the_product_in_its_own(
     assert make(isolated(sample_report(), *isolation))["predicate"]["verifiedLevels"] == ["FAILED"]
 
 
+def jailed_and_eligible(field: str, values: tuple[Any, ...]) -> dict[str, Any]:
+    """The predicate of an eligible report of one jailed suite per value, each suite's `field` that value."""
+    report = isolated(sample_report(), *(JAILED,) * len(values))
+    suites = tuple(dataclasses.replace(suite, **{field: value}) for suite, value in zip(report.suites, values))
+    return make(eligible(dataclasses.replace(report, suites=suites)))["predicate"]
+
+
 DRAWN = HeldOut(True, seed_sha256="5" * 64, world_sha256="7" * 64, records=(("b", 3),), cached=False)
 
 
@@ -163,14 +170,7 @@ DRAWN = HeldOut(True, seed_sha256="5" * 64, world_sha256="7" * 64, records=(("b"
 def test_the_held_out_level_needs_every_suite_judged_over_a_held_out_world(
     held_out: tuple[HeldOut, ...], levels: list[str]
 ) -> None:
-    report = isolated(sample_report(), *(JAILED,) * len(held_out))
-    report = eligible(
-        dataclasses.replace(
-            report,
-            suites=tuple(dataclasses.replace(suite, held_out=held) for suite, held in zip(report.suites, held_out)),
-        )
-    )
-    predicate = make(report)["predicate"]
+    predicate = jailed_and_eligible("held_out", held_out)
     assert predicate["verifiedLevels"] == levels
     annotations = predicate["policy"]["annotations"]
     assert {k: v for k, v in annotations.items() if ".held_out" in k and ".held_out_properties" not in k} == {
@@ -284,20 +284,13 @@ def test_the_reference_bindings_refuse_what_the_layout_check_refuses() -> None:
     "draws, levels",
     [
         ((PropertyDraw(True, seed_sha256="6" * 64, names=("q", "r"), count="2"),), ["EPOCH_GATE_HELD_OUT_PROPERTIES"]),
-        ((PropertyDraw(True, seed_sha256="6" * 64, count="2"), PropertyDraw(False, "no key")), []),
+        ((PropertyDraw(True, seed_sha256="6" * 64, names=("q",), count="2"), PropertyDraw(False, "no key")), []),
     ],
 )
 def test_the_held_out_properties_level_needs_every_suite_to_have_drawn_them(
     draws: tuple[PropertyDraw, ...], levels: list[str]
 ) -> None:
-    report = isolated(sample_report(), *(JAILED,) * len(draws))
-    report = eligible(
-        dataclasses.replace(
-            report,
-            suites=tuple(dataclasses.replace(suite, property_draw=d) for suite, d in zip(report.suites, draws)),
-        )
-    )
-    predicate = make(report)["predicate"]
+    predicate = jailed_and_eligible("property_draw", draws)
     assert predicate["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", *levels]
     annotations = predicate["policy"]["annotations"]
     assert {k: v for k, v in annotations.items() if ".held_out_properties" in k} == {
