@@ -15,7 +15,9 @@ from pants.engine.fs import (
     Digest,
     DigestContents,
     DigestEntries,
+    CreateDigest,
     DigestSubset,
+    FileContent,
     FileEntry,
     MergeDigests,
     PathGlobs,
@@ -26,6 +28,8 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, WrappedT
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
+from epoch_gate.evidence.hashing import sha256_bytes
+from epoch_gate.evidence.regressions import Regressions, parse_regressions
 from epoch_gate.evidence.verify import PinCheck, check_pin
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.text import last_line
@@ -36,6 +40,7 @@ from epoch_gate_pants.target_types import (
     EpochFixtureGeneratorField,
     EpochFixtureInputsField,
     EpochFixturePinField,
+    EpochFixtureRegressionsField,
 )
 
 WORLD_DIR = "__world"
@@ -221,6 +226,44 @@ async def check_epoch(request: EpochCheckRequest) -> EpochCheck:
     if world.failure is not None:
         pin = PinCheck(pin.pin, (*pin.reasons, world.failure))
     return EpochCheck(files, world, pin)
+
+
+@dataclass(frozen=True)
+class RegressionWorldRequest:
+    address: Address  # the epoch_fixture
+
+
+@dataclass(frozen=True)
+class RegressionWorld:
+    """A fixture's regression records, and the world they make under WORLD_DIR/ (no digest when none are
+    kept; its failure when the file cannot be read)."""
+
+    file: str
+    kept: Regressions
+    world: FixtureWorld
+
+
+@rule(desc="Read a fixture's regression records", level=LogLevel.DEBUG)
+async def regression_world(request: RegressionWorldRequest) -> RegressionWorld:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, description_of_origin="epoch_gate"))
+    field = wrapped.target[EpochFixtureRegressionsField]
+    hydrated = await Get(HydratedSources, HydrateSourcesRequest(field))
+    contents = await Get(DigestContents, Digest, hydrated.snapshot.digest)
+    file, none = field.file_path, FixtureWorld(EMPTY_DIGEST, None, None)
+    if not contents:
+        return RegressionWorld(file, Regressions(), none)
+    try:
+        kept = parse_regressions(contents[0].content, file)
+    except EvidenceError as error:
+        return RegressionWorld(file, Regressions(), FixtureWorld(EMPTY_DIGEST, None, error.reason))
+    if not kept.records:
+        return RegressionWorld(file, kept, none)
+    files = kept.world_files()
+    digest = await Get(Digest, CreateDigest([FileContent(f"{WORLD_DIR}/{n}", data) for n, data in files.items()]))
+    listing = {name: sha256_bytes(data) for name, data in files.items()}
+    return RegressionWorld(
+        file, kept, FixtureWorld(digest, listing_sha256(listing), None, FrozenDict(record_counts(files)))
+    )
 
 
 def rules() -> list:

@@ -37,13 +37,13 @@ from epoch_gate.change.gather import Change, candidate_change, local_change, rev
 from epoch_gate.change.changed import ChangedPath
 from epoch_gate.change.git import read_at
 from epoch_gate.evidence.held_out import LOCAL, Key, PropertyDraw
-from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, SuiteFacts, SuiteOracle, judge
+from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, RegressionFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.evidence.observations import Observation, parse_observation_files
 from epoch_gate.reasons import Code, EvidenceError, Reason
 from epoch_gate.verdict.report import Report
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
-from epoch_gate_pants.facts import held_out_facts, replay_facts, replay_line
+from epoch_gate_pants.facts import held_out_facts, regression_facts, replay_facts, replay_line
 from epoch_gate_pants.isolation import Jail, JailTools
 from epoch_gate_pants.protected import ORACLE_TARGETS, ProtectedPaths
 from epoch_gate_pants.replay import ReplayRequest, ReplayRun
@@ -111,6 +111,7 @@ class _Runs:
     runs: tuple[tuple[ReplayRun, DigestContents], ...]
     held_out: tuple[tuple[ReplayRun, DigestContents], ...] = ()
     not_drawn: tuple[tuple[Address, str], ...] = ()
+    regressions: tuple[tuple[ReplayRun, DigestContents], ...] = ()  # each replayed suite's regression records
 
 
 def _held_out(request: _RunsRequest, suites: list[Suite]) -> tuple[list[Address], list[tuple[Address, str]]]:
@@ -138,7 +139,9 @@ async def announce_replay(request: ReplayRequest, run_id: RunId) -> _Announced:
     # RunId makes this rule run in every session, so the line is said in each run, pantsd or not.
     run = await Get(ReplayRun, ReplayRequest, request)
     contents = await Get(DigestContents, Digest, run.output)
-    logger.info(replay_line(run, contents, run_id, held_out=request.held_out_key is not None))
+    line = replay_line(run, contents, run_id)
+    if line:
+        logger.info(line)
     return _Announced(run, contents)
 
 
@@ -171,10 +174,15 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
                 )
                 for address in held
             ),
+            *(
+                Get(_Announced, ReplayRequest(address, candidate=request.candidate, regressions=True))
+                for address in replayed
+            ),
         ]
     )
     manifests, runs = checked[: len(usable)], checked[len(usable) : len(usable) + len(replayed)]
-    held_runs = checked[len(usable) + len(replayed) :]
+    held_runs = checked[len(usable) + len(replayed) : len(usable) + len(replayed) + len(held)]
+    kept_runs = checked[len(usable) + len(replayed) + len(held) :]
     oracles = {
         s.target.address: SuiteOracle(
             str(s.target.address),
@@ -192,6 +200,7 @@ async def replay_suites_in_scope(request: _RunsRequest, specified: Targets, all_
         tuple((r.run, r.contents) for r in runs),
         tuple((r.run, r.contents) for r in held_runs),
         tuple(not_drawn),
+        tuple((r.run, r.contents) for r in kept_runs),
     )
 
 
@@ -203,6 +212,7 @@ def _facts(
     run_id: RunId,
     held: HeldOutFacts,
     draw: PropertyDraw,
+    kept: RegressionFacts,
 ) -> SuiteFacts:
     """One suite's facts: from its replay run, or the reason it has none."""
     if run is None or suite.oracle is None:
@@ -215,8 +225,9 @@ def _facts(
             (suite.problem,) if suite.problem else (),
             held_out=held,
             property_draw=draw,
+            regressions=kept,
         )
-    return replay_facts(suite.oracle, run, contents, isolation, run_id, held, draw)
+    return replay_facts(suite.oracle, run, contents, isolation, run_id, held, draw, kept)
 
 
 def _held_out_key(
@@ -382,13 +393,15 @@ def _suite_facts(
     """Each suite in scope's facts: its replay run and its held-out run, or why it has none."""
     by_address = {r.address: (r, c) for r, c in repository.runs}
     held_by_address = {r.address: (r, c) for r, c in repository.held_out}
+    kept_by_address = {r.address: (r, c) for r, c in repository.regressions}
     not_drawn = dict(repository.not_drawn)
     facts = []
     for s in repository.in_scope:
         run, contents = by_address.get(s.address, (None, None))
         held = held_out_facts(held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id)
         draw = run.draw if run is not None and run.draw is not None else PropertyDraw(False, properties_why)
-        facts.append(_facts(s, run, contents, isolation, run_id, held, draw))
+        kept = regression_facts(kept_by_address.get(s.address), isolation, run_id)
+        facts.append(_facts(s, run, contents, isolation, run_id, held, draw, kept))
     return facts
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
+from epoch_gate.verdict.keep import keep_witness
 from epoch_gate_pants.gate_harness import (
     EPOCH_ID,
     FLAKY_PRODUCT,
@@ -154,6 +155,49 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRe
     assert witness == lines[observation["line"] - 1]  # exactly the offending record: the first refund of 50
     assert json.loads(witness)["refunded"] == 50
     assert observation["witness_sha256"] in run.stdout
+
+
+def test_a_kept_failure_is_replayed_by_every_later_judgement(repo: GateRepo) -> None:
+    """The reviewer keeps the refund bug's witness as a regression record and lands it; every later
+    judgement replays it under every catalog property over its bound, and closes the bug on it too."""
+    base = repo.head()
+    repo.edit(*REFUND_BUG)
+    repo.commit("refund against a fixed ceiling")
+    run = judged(repo, base)
+    (suite,) = suites(run.report)
+    assert suite["regressions"] == {
+        "file": "fixtures/REGRESSIONS",
+        "records": {},
+        "world_sha256": None,
+        "cached": None,
+        "properties": [],
+    }
+    (failure,) = [o for o in observations(run.report) if o["property"] == "refund_le_captured"]
+    kept = keep_witness(repo.root / "dist/gate", failure["id"], repo.root)
+    assert kept.regression.record == repo.world["payments.jsonl"].splitlines()[failure["line"] - 1]
+    records = repo.read(kept.file)
+
+    repo.reset()
+    repo.write(kept.file, records)
+    landed = repo.land("keep the refund bug's failure")
+    repo.write("docs/notes.md", "An unrelated note.\n")
+    repo.commit("docs")
+    honest = judged(repo, landed)
+    assert honest.verdict == "eligible", honest.stdout
+    (suite,) = suites(honest.report)
+    assert suite["regressions"]["records"] == {"payments": 1}
+    assert [(p["name"], p["records"], p["outcome"]) for p in suite["regressions"]["properties"]] == [
+        ("refund_le_captured", 1, "pass"),
+        ("refunds_never_negative", 1, "pass"),
+    ]
+    repo.edit(*REFUND_BUG)
+    repo.commit("the refund bug again")
+    again = judged(repo, landed)
+    assert codes(again.report) == {"property-failed"}
+    assert [
+        (r["path"], r["message"].startswith("regression record: the payments record at line 1 "))
+        for r in reasons(again.report, "property-failed")
+    ] == [("checks:props#refund_le_captured", False), ("checks:props#refund_le_captured", True)], again.stdout
 
 
 def test_uncommitted_byte_in_the_generator(repo: GateRepo) -> None:
@@ -377,6 +421,8 @@ def test_freeze_from_another_epoch_is_closed(flaky: tuple[GateRepo, dict[str, An
             ("artifact-malformed",),
         ),
         ("observations/note.json", "{}\n", ("artifact-malformed",)),
+        # The fixture's regression records, protected before the file exists (and malformed as well)
+        ("fixtures/REGRESSIONS", "{}\n", ("artifact-malformed", "replay-failed")),
         ("pants.toml", "[GLOBAL]\n", ()),  # a RuleRunner reads none: protected as configuration by name
     ],
 )

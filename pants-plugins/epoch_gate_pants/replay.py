@@ -61,6 +61,8 @@ from epoch_gate_pants.fixture import (
     EpochCheckRequest,
     FixtureWorld,
     FixtureWorldRequest,
+    RegressionWorld,
+    RegressionWorldRequest,
 )
 from epoch_gate_pants.isolation import Interpreter, Jail
 from epoch_gate_pants.runner import RUNNER_DIR, CoreRunner
@@ -76,7 +78,7 @@ from epoch_gate_pants.target_types import (
 REPLAY_DIR = "__replay"
 MANIFEST_DIR = "__manifest"
 HELD_OUT_DIR = "__held_out"
-HELD_OUT_PROPERTIES = f"{HELD_OUT_DIR}/properties.json"
+HELD_OUT_PROPERTIES = f"{HELD_OUT_DIR}/properties.json"  # the properties judged besides (or instead of) the manifest's
 REQUIREMENTS_DIR = "__requirements"
 # The top-level names of the gate's own in the replay's sandbox: nothing of the product's may be under them
 RESERVED_NAMES = (
@@ -94,6 +96,7 @@ RESERVED_NAMES = (
 # first, then the standard library, and nothing of the product. The runner starts one child process for
 # the product's code (epoch_gate.runner.product.child), which imports the sandbox's own files only under the
 # product's top-level names, after the standard library, so the change can shadow neither.
+KEPT = "the regression records of "  # what the replay of a fixture's regression records is over
 BOOT = """import sys
 sys.path.insert(0, {runner!r})
 from epoch_gate.runner.main import main
@@ -114,6 +117,9 @@ class ReplayRequest:
     # The merged tree's draw key again, for held-out properties: the replay also judges the properties of
     # the catalog outside the manifest that the suite's property seed draws (held_out.draw_properties).
     property_key: Optional[str] = field(default=None, repr=False)
+    # The replay is over the fixture's regression records, under the manifest's properties and every
+    # catalog property over their bounds.
+    regressions: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,7 @@ class ReplayRun:
     held_out: Optional[HeldOutWorld] = None  # the held-out world replayed, when not the pinned one
     draw: Optional[PropertyDraw] = None  # the held-out properties drawn, when asked (`property_key`)
     drawn: tuple[Property, ...] = ()  # and those properties, judged after the manifest's
+    regressions: Optional[RegressionWorld] = None  # the regression records replayed, when asked
     # Compared, unlike the result's metadata: a replay that runs again with the same output is then a new
     # value, so a memoized caller (the gate's `_Runs`, a test result) is recomputed rather than cleaned,
     # and does not hand back the earlier run's metadata (which would call this run's replay cached).
@@ -431,6 +438,13 @@ def _properties(
     return draw, drawn, ()
 
 
+def _kept_properties(manifest: ManifestFiles, kept: RegressionWorld) -> tuple[Property, ...]:
+    """Every catalog property over a bound with regression records, whatever the manifest samples: what
+    the replay of those records judges, instead of the manifest's."""
+    catalog, bounds = manifest.check.catalog, kept.kept.counts()
+    return tuple(p for p in catalog.properties if p.bound in bounds) if catalog is not None else ()
+
+
 async def _world(
     request: ReplayRequest, fixture: Address, epoch: EpochCheck, epoch_id: str
 ) -> tuple[FixtureWorld, Optional[HeldOutWorld]]:
@@ -448,7 +462,7 @@ async def _replay_process(
     epoch_id: str,
     manifest: ManifestFiles,
     world: FixtureWorld,
-    held_out: bool,
+    world_name: str,
     drawn: tuple[Property, ...],
     sources: ReplaySources,
     python: str,
@@ -458,7 +472,7 @@ async def _replay_process(
     python_setup: PythonSetup,
 ) -> Union[Process, Reason]:
     """The replay's process, or why its third-party requirements cannot ship."""
-    properties = manifest.check.manifest.properties if manifest.check.manifest else ()
+    properties = manifest.check.manifest.properties if manifest.check.manifest and world_name != KEPT else ()
     requirements = await _requirements(request.address, python_setup)
     if isinstance(requirements, Reason):
         return requirements
@@ -492,7 +506,11 @@ async def _replay_process(
             "replay",
             "--manifest",
             manifest_path,
-            *([f"--held-out-properties={HELD_OUT_PROPERTIES}"] if drawn else []),
+            *(
+                [f"--{'properties' if world_name == KEPT else 'held-out-properties'}={HELD_OUT_PROPERTIES}"]
+                if drawn
+                else []
+            ),
             "--world",
             WORLD_DIR,
             "--suite",
@@ -523,9 +541,10 @@ async def _replay_process(
         output_directories=(REPLAY_DIR,),
         env=env,
         description=f"Replay {len(properties)} sampled properties"
-        f"{f' and {len(drawn)} held-out' if drawn else ''} of {request.address} over "
+        f"{f' and {len(drawn)} held-out' if drawn and properties else ''}"
+        f"{f' {len(drawn)} catalog properties' if not properties else ''} of {request.address} over "
         f"{sum(world.records.get(b, 0) for b in {p.bound for p in (*properties, *drawn)}):,} records of "
-        f"{'a held-out world of ' if held_out else ''}epoch {epoch_id}",
+        f"{world_name}epoch {epoch_id}",
         level=LogLevel.INFO,  # progress in a CI log: Pants names it while it runs and when it completes
         timeout_seconds=options.timeout,
         cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
@@ -539,7 +558,7 @@ async def _set_up(
     epoch_id: str,
     manifest: ManifestFiles,
     world: FixtureWorld,
-    held_out: bool,
+    world_name: str,
     drawn: tuple[Property, ...],
     dependencies: SuiteDependencies,
     python_setup: PythonSetup,
@@ -572,7 +591,7 @@ async def _set_up(
         epoch_id,
         manifest,
         world,
-        held_out,
+        world_name,
         drawn,
         sources,
         interpreter.python.path,
@@ -601,12 +620,21 @@ async def replay_sampled_properties(
     pin, parsed = epoch.pin.pin, manifest.check.manifest
     if pin is None or parsed is None or epoch.world.failure is not None:
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
-    world, held_out = await _world(request, suite.fixture.address, epoch, pin.epoch_id)
-    draw, drawn, undrawable = _properties(request, suite, manifest, epoch, pin.epoch_id)
+    kept: Optional[RegressionWorld] = None
+    if request.regressions:
+        kept = await Get(RegressionWorld, RegressionWorldRequest(suite.fixture.address))
+        world, held_out, draw, drawn, undrawable = kept.world, None, None, _kept_properties(manifest, kept), ()
+        world_name = KEPT
+    else:
+        world, held_out = await _world(request, suite.fixture.address, epoch, pin.epoch_id)
+        draw, drawn, undrawable = _properties(request, suite, manifest, epoch, pin.epoch_id)
+        world_name = "a held-out world of " if held_out else ""
 
     def refused(*reasons: Reason) -> ReplayRun:
-        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out, draw, drawn)
+        return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST, reasons, held_out, draw, drawn, kept)
 
+    if kept is not None and kept.world.failure is None and not drawn:
+        return refused()  # no record kept, or no property over their bounds: nothing to replay
     if undrawable:
         return refused(*undrawable)
     if world.failure is not None:
@@ -628,7 +656,7 @@ async def replay_sampled_properties(
         pin.epoch_id,
         manifest,
         world,
-        held_out is not None,
+        world_name,
         drawn,
         dependencies,
         python_setup,
@@ -639,7 +667,7 @@ async def replay_sampled_properties(
         return refused(*process)
     result = await Get(FallibleProcessResult, Process, process)
     output = await Get(Digest, RemovePrefix(result.output_digest, REPLAY_DIR))
-    return ReplayRun(request.address, epoch, manifest, result, output, (), held_out, draw, drawn)
+    return ReplayRun(request.address, epoch, manifest, result, output, (), held_out, draw, drawn, kept)
 
 
 def rules() -> list:

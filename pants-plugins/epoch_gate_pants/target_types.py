@@ -104,6 +104,21 @@ class EpochFixtureHeldOutField(BoolField):
     )
 
 
+class EpochFixtureRegressionsField(_MayBeMinted, SingleSourceField, SecondaryOwnerMixin):
+    alias = "regressions"
+    required = False
+    default = "REGRESSIONS"
+    help = help_text(
+        """
+        The fixture's regression records, relative to this BUILD file: world records a candidate's
+        product once failed, each kept by its sha256. Every judgement of every suite over this fixture
+        replays them under every property of the suite's catalog over their bound, whatever its
+        manifest samples. A protected path, written only by a reviewer's
+        `epoch-gate keep-witness OBSERVATION_ID` from a gate's report; absent, no record is kept.
+        """
+    )
+
+
 class EpochFixtureTarget(Target):
     alias = "epoch_fixture"
     core_fields = (
@@ -112,10 +127,12 @@ class EpochFixtureTarget(Target):
         EpochFixtureGeneratorField,
         EpochFixtureInputsField,
         EpochFixtureHeldOutField,
+        EpochFixtureRegressionsField,
     )
     help = help_text(
         """
-        A pinned fixture epoch: the pin, the generator and its inputs.
+        A pinned fixture epoch: the pin, the generator and its inputs, and the regression records
+        reviewers kept.
 
         `pants gate` hashes the generator and inputs from the snapshot Pants loads and compares them
         with the pin, runs the generator hermetically to produce the fixture world, and fails closed

@@ -166,6 +166,7 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
         ("property-failed", f"{ORDERS}#capture_le_authorized", "held-out world: held-out property"),
     ], captured.stdout
     assert "(held-out property)" in captured.stdout
+    _kept_as_a_regression_record(judge, captured, over_capture)
 
     # Without the key nothing else is asked, and the memorising candidate passes the pinned world and the
     # manifest: the report says so.
@@ -243,6 +244,37 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
         ["grep", "-rlaF", KEY, *map(str, (p for p in places if p.exists()))], capture_output=True, text=True
     )
     assert found.returncode == 1 and not found.stdout, found.stdout
+
+
+def _kept_as_a_regression_record(judge: Repo, captured: GateRun, over_capture: str) -> None:
+    """The reviewer keeps the over-capture's failure as a regression record (`epoch-gate keep-witness`, from
+    the report CI wrote) and lands it. Without the key the manifest alone passes the over-capture; the
+    record, replayed under every catalog property over its bound, closes it, and the candidate cannot drop it."""
+    failure = sorted(o["id"] for o in captured.observations() if o["property"] == "capture_le_authorized")[0]
+    kept = subprocess.run(
+        [sys.executable, "-B", "-m", "epoch_gate", "keep-witness", failure],
+        cwd=judge.root,
+        env={**os.environ, "PYTHONPATH": str(judge.root / "src/epoch_gate")},
+        capture_output=True,
+        text=True,
+    )
+    assert kept.returncode == 0 and kept.stdout.endswith("commit fixtures/REGRESSIONS\n"), kept.stdout + kept.stderr
+    judge.land("keep the over-capture's failure as a regression record")
+    replayed = judge.gate(f"--gate-candidate={over_capture}")
+    assert replayed.verdict == "closed", replayed.stdout
+    assert [(r["code"], r["path"], r["message"].split(": the ")[0]) for r in replayed.suite(ORDERS)["reasons"]] == [
+        ("property-failed", f"{ORDERS}#capture_le_authorized", "regression record")
+    ], replayed.stdout
+    regressions = replayed.suite(ORDERS)["regressions"]
+    assert regressions["records"] == {"payments": 1} and regressions["file"] == "fixtures/REGRESSIONS"
+    catalog = (judge.root / "checks/catalog.yaml").read_text()
+    assert [p["bound"] for p in regressions["properties"]] == ["payments"] * catalog.count("bound: payments\n")
+    assert "kept      fail  capture_le_authorized (1 of 1 payments records failed)" in replayed.stdout
+    dropped = judge.candidate("drop-the-record", files={"fixtures/REGRESSIONS": '{"records":[],"schema":1}\n'})
+    unkept = judge.gate(f"--gate-candidate={dropped}")
+    assert [(r["code"], r["path"]) for r in unkept.report["reasons"]] == [
+        ("protected-path-changed", "fixtures/REGRESSIONS")
+    ], unkept.stdout
 
 
 def _the_key_is_not_in_the_sandboxes(run: GateRun) -> None:

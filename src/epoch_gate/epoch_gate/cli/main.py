@@ -1,7 +1,7 @@
 """`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
 
 Exit codes: 0 eligible, 1 closed, 2 hold (docs/contract.md, Verdict); 64 a usage error; for `pin`,
-`sample` and `replay`, 0 done and 1 refused (the reason is printed).
+`sample`, `replay` and `keep-witness`, 0 done and 1 refused (the reason is printed).
 """
 
 from __future__ import annotations
@@ -196,6 +196,23 @@ def cmd_held_out_properties(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keep_witness(args: argparse.Namespace) -> int:
+    """Keeps a failure of a gate's report as a regression record of its suite's fixture (the reviewer's act)."""
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.verdict.keep import keep_witness
+
+    try:
+        kept = keep_witness(Path(args.out), args.observation_id, Path(args.root))
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    record = kept.regression
+    done = "already kept in" if kept.already else "kept in"
+    print(f"{record.bound} record {record.sha256} ({record.property} failed it) {done} {kept.file}")
+    if not kept.already:
+        print(f"every judgement now replays it under every property over {record.bound}: commit {kept.file}")
+    return 0
+
+
 def _count(value: str) -> Union[int, str]:
     if value == "all":
         return value
@@ -279,6 +296,15 @@ def parser() -> argparse.ArgumentParser:
     drawn.add_argument("--key-file", help="a file holding the key, instead of the variable")
     drawn.add_argument("--expect-sha256", help="the report's held_out_properties.seed_sha256: refuse any other seed")
     drawn.set_defaults(run=cmd_held_out_properties)
+
+    keep = sub.add_parser(
+        "keep-witness",
+        help="keep a failure's witness from a gate's report as a regression record of its suite's fixture",
+    )
+    keep.add_argument("observation_id", help="the failure's observation id, as the report lists it")
+    keep.add_argument("--out", default="dist/gate", help="the gate's output folder (report.json and the witnesses)")
+    keep.add_argument("--root", default=".", help="the repository, where the report's regression file is")
+    keep.set_defaults(run=cmd_keep_witness)
 
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--held-out-properties", help="a file of properties drawn outside the manifest, judged after its own"
     )
+    parser.add_argument(
+        "--properties", help="a file of the properties to judge instead of the manifest's (its identity stays)"
+    )
     parser.add_argument("--world", required=True)
     parser.add_argument(
         "--suite", required=True, help="the suite's address: it names the summary and every observation id"
@@ -127,6 +130,8 @@ def run_replay(args: argparse.Namespace) -> int:
     fate = Fate()
     try:
         manifest = load_manifest(Path(args.manifest), args.manifest)
+        if args.properties:  # the regression records': every catalog property over their bounds, instead
+            manifest = dataclasses.replace(manifest, properties=load_properties(Path(args.properties), args.properties))
         if args.held_out_properties:  # judged as the manifest's are; the manifest's identity stays its own
             drawn = load_properties(Path(args.held_out_properties), args.held_out_properties)
             manifest = dataclasses.replace(manifest, properties=(*manifest.properties, *drawn))

@@ -87,6 +87,8 @@ def policy_identities(report: Report) -> dict[str, Optional[str]]:
             out[f"{suite.address}.held_out_properties"] = ",".join(draw.names)
         else:
             out[f"{suite.address}.held_out_properties"] = f"not drawn: {draw.why}"
+        if suite.regressions.world_sha256:  # the records kept by reviewers, replayed under every catalog property
+            out[f"{suite.address}.regressions_world_sha256"] = suite.regressions.world_sha256
     return out
 
 

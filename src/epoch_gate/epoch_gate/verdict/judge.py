@@ -12,14 +12,13 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 from epoch_gate.change.changed import ChangedPath
 from epoch_gate.change.protection import ProtectedSet, irregular_paths, pinned_at_base, protected_changes
 from epoch_gate.evidence.verify import ReplayEvidence
 from epoch_gate.verdict.suite import (
     Expected,
-    HeldOutEvidence,
     Identities,
     by_id,
     worst_by_id,
@@ -28,10 +27,12 @@ from epoch_gate.verdict.suite import (
     changed_reasons,
     judge_suite,
     label_of,
+    WorldEvidence,
 )
 from epoch_gate.evidence.freezes import Freeze
 from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
 from epoch_gate.evidence.observations import Observation
+from epoch_gate.evidence.regressions import RegressionStatus
 from epoch_gate.change.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
 from epoch_gate.reasons import Code, Reason
 from epoch_gate.verdict.report import Mode, Report, SuiteReport, suite_folder
@@ -61,6 +62,19 @@ class HeldOutFacts:
 
 
 @dataclass(frozen=True)
+class RegressionFacts:
+    """A suite's regression records: what the report says of them and, when any are kept, their replay's
+    checked output (every catalog property over their bounds), what it must show, and what reading them
+    found."""
+
+    status: RegressionStatus = RegressionStatus()
+    identities: Optional[Identities] = None  # the suite's, with the digest of the world the records make
+    expected: Optional[Expected] = None
+    replay: Optional[ReplayEvidence] = None
+    findings: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True)
 class SuiteFacts:
     """What the caller found for one suite in scope. `replay` is its checked output (None: it did not
     run, and `findings` say why); `findings` are the reasons reading its pin, manifest and world gave."""
@@ -73,6 +87,7 @@ class SuiteFacts:
     cached: Optional[bool] = None
     held_out: HeldOutFacts = HeldOutFacts(HeldOut(False, LOCAL))
     property_draw: PropertyDraw = PropertyDraw(False, LOCAL_PROPERTIES)  # judged in both replays when drawn
+    regressions: RegressionFacts = RegressionFacts()
 
     @property
     def address(self) -> str:
@@ -182,19 +197,13 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
     """One suite's verdict and report, and the witnesses its replays wrote (`judge` over each suite; `pants
     test` over the one it runs). Witnesses are named by their path under `change.out`, or by their id when
     there is none."""
-    replay, held = suite.replay, suite.held_out
-    replays = [r for r in (replay, held.replay) if r is not None]
+    replay, held, kept = suite.replay, suite.held_out, suite.regressions
+    replays = [r for r in (replay, held.replay, kept.replay) if r is not None]
     archived = tuple(o for o in change.archive if o.suite == suite.address)
     pinned = (*(replay.observations if replay else ()), *archived)
     folder = f"{change.out}/{suite_folder(suite.address)}/observations"
-    held_evidence = None
-    if held.status.drawn:
-        held_evidence = HeldOutEvidence(
-            held.identities or Identities(None, None, None),
-            held.replay.result if held.replay else None,
-            held.expected,
-            held.replay.observations if held.replay else (),
-        )
+    held_evidence = _world_evidence(held) if held.status.drawn else None
+    kept_evidence = _world_evidence(kept) if kept.replay or kept.findings else None
     witness_ids = {o.id for r in replays for o in r.observations}
     verdict = judge_suite(
         SuiteEvidence(
@@ -204,14 +213,22 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
             observations=pinned,
             freezes=tuple(f for f in change.freezes if f.suite == suite.address),
             today=change.today,
-            findings=(*suite.findings, *held.findings, *(reason for r in replays for reason in r.reasons)),
+            findings=(
+                *suite.findings,
+                *held.findings,
+                *kept.findings,
+                *(reason for r in replays for reason in r.reasons),
+            ),
             witness_paths={oid: f"{folder}/{oid}.bin" for oid in witness_ids} if change.out else {},
             expected=suite.expected,
             held_out=held_evidence,
             held_out_properties=suite.property_draw.names,
+            regressions=kept_evidence,
         )
     )
-    shown = worst_by_id(by_id(pinned), by_id(held_evidence.observations if held_evidence else ()))
+    shown = worst_by_id(
+        by_id(pinned), *(by_id(e.observations) for e in (held_evidence, kept_evidence) if e is not None)
+    )
     return (
         SuiteReport(
             suite.address,
@@ -223,8 +240,20 @@ def judge_one(suite: SuiteFacts, change: ChangeFacts) -> tuple[SuiteReport, Mapp
             held.status,
             held.replay.result if held.replay else None,
             suite.property_draw,
+            kept.status,
+            kept.replay.result if kept.replay else None,
         ),
         {oid: data for r in replays for oid, data in r.witnesses.items()},
+    )
+
+
+def _world_evidence(facts: Union[HeldOutFacts, RegressionFacts]) -> WorldEvidence:
+    """Another world's replay (held-out, or the regression records'), as the suite's judgement reads it."""
+    return WorldEvidence(
+        facts.identities or Identities(None, None, None),
+        facts.replay.result if facts.replay else None,
+        facts.expected,
+        facts.replay.observations if facts.replay else (),
     )
 
 

@@ -14,7 +14,16 @@ from epoch_gate.verdict.suite import Expected, Identities
 from epoch_gate.evidence.freezes import Freeze
 from epoch_gate.evidence.hashing import canonical_json
 from epoch_gate.evidence.held_out import LOCAL, LOCAL_PROPERTIES, HeldOut, PropertyDraw
-from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, Judgement, SuiteFacts, SuiteOracle, judge
+from epoch_gate.evidence.regressions import RegressionStatus
+from epoch_gate.verdict.judge import (
+    ChangeFacts,
+    HeldOutFacts,
+    Judgement,
+    RegressionFacts,
+    SuiteFacts,
+    SuiteOracle,
+    judge,
+)
 from epoch_gate.evidence.observations import Observation, make_observation
 from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Code, Reason
@@ -407,3 +416,81 @@ def test_without_a_draw_the_report_says_only_the_manifest_was_judged() -> None:
     (report,) = judged(facts(), suite("payments:props")).report.suites
     assert report.to_json()["held_out_properties"] == {"drawn": False, "why": LOCAL_PROPERTIES}
     assert all(p["held_out"] is False for p in report.to_json()["properties"])
+
+
+def _kept(address: str, *found: Observation, records: int = 1) -> RegressionFacts:
+    """The replay of one regression record under the catalog's `q` over `c` (the manifest samples `p` over
+    `b` only), that passed or found `found`."""
+    epoch = f"{address}-e"
+    outcomes = (
+        PropertyOutcome(
+            "q", "c", records, found[0].status if found else "pass", tuple(o.id for o in found), "", failures=len(found)
+        ),
+    )
+    result = ReplayResult(address, epoch, "m" * 64, "r" * 64, outcomes)
+    return RegressionFacts(
+        RegressionStatus("payments/REGRESSIONS", (("c", 1),), "r" * 64, False),
+        Identities(epoch, "g" * 64, "m" * 64, "r" * 64),
+        Expected((("q", "c"),), {"c": 1}),
+        ReplayEvidence(result, found, {o.id: b'{"id":3}' for o in found}, ()),
+    )
+
+
+def test_a_regression_record_failed_again_closes_under_a_property_the_manifest_does_not_sample() -> None:
+    failure = dataclasses.replace(observed("payments:props", prop="q", witness=b'{"id":3}'), bound="c")
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), regressions=_kept("payments:props", failure)))
+    (report,) = j.report.suites
+    saved = f"dist/gate/{report.folder}/observations/{failure.id}.bin"
+    assert [(r.code, r.path, r.message) for r in report.verdict.reasons] == [
+        (
+            Code.PROPERTY_FAILED,
+            "payments:props#q",
+            f"regression record: the c record at line 1 (saved as {saved}) fails it: returned False",
+        )
+    ]
+    assert j.witnesses == {failure.id: b'{"id":3}'}
+    as_json = report.to_json()["regressions"]
+    assert {k: v for k, v in as_json.items() if k != "properties"} == {
+        "file": "payments/REGRESSIONS",
+        "records": {"c": 1},
+        "world_sha256": "r" * 64,
+        "cached": False,
+    }
+    assert [(p["name"], p["outcome"]) for p in as_json["properties"]] == [("q", "fail")]
+    lines = console_lines(j.report)
+    assert "  kept      1 regression records replayed under every catalog property (1 c; payments/REGRESSIONS)" in lines
+    assert "  kept      fail  q (1 of 1 c records failed)" in lines
+    assert "| `q` (regression records) | fail | 1 c |" in markdown(j.report)
+
+
+def test_regression_records_replayed_incompletely_or_elsewhere_are_not_evidence() -> None:
+    kept = _kept("payments:props")
+    passing = judged(facts(), dataclasses.replace(suite("payments:props"), regressions=kept))
+    assert verdicts(passing) == {"payments:props": "eligible"}
+    short = dataclasses.replace(kept, expected=Expected((("q", "c"),), {"c": 2}))
+    elsewhere = dataclasses.replace(kept, identities=Identities("payments:props-e", "g" * 64, "m" * 64, "x" * 64))
+    unread = RegressionFacts(
+        RegressionStatus("payments/REGRESSIONS"),
+        findings=(Reason(Code.ARTIFACT_MALFORMED, "payments/REGRESSIONS", "digest", "other", "bytes changed"),),
+    )
+    for facts_of, codes in (
+        (short, {Code.REPLAY_INCOMPLETE}),
+        (elsewhere, {Code.WORLD_MISMATCH}),
+        (unread, {Code.ARTIFACT_MALFORMED, Code.REPLAY_FAILED}),
+    ):
+        j = judged(facts(), dataclasses.replace(suite("payments:props"), regressions=facts_of))
+        assert suite_codes(j, "payments:props") == codes
+
+
+def test_a_suite_without_regression_records_says_so() -> None:
+    none = RegressionFacts(RegressionStatus("payments/REGRESSIONS"))
+    j = judged(facts(), dataclasses.replace(suite("payments:props"), regressions=none))
+    assert verdicts(j) == {"payments:props": "eligible"}
+    assert j.report.suites[0].to_json()["regressions"] == {
+        "file": "payments/REGRESSIONS",
+        "records": {},
+        "world_sha256": None,
+        "cached": None,
+        "properties": [],
+    }
+    assert "  kept      no regression record kept (payments/REGRESSIONS)" in console_lines(j.report)

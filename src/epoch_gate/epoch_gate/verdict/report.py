@@ -11,13 +11,14 @@ from epoch_gate.verdict.suite import Identities, Label, Verdict, label_of
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
 from epoch_gate.evidence.held_out import HeldOut, PropertyDraw
 from epoch_gate.evidence.observations import Observation
+from epoch_gate.evidence.regressions import RegressionStatus
 from epoch_gate.change.oracle import OracleChange
 from epoch_gate.change.protection import ProtectedSet
 from epoch_gate.reasons import Reason
 from epoch_gate.evidence.replay_result import PropertyOutcome, ReplayResult
 from epoch_gate.text import json_safe, printable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # `trusted`: CI judged the change with the trusted base's gate code and configuration. `local`: the gate
 # ran from the working tree under review, whose code and configuration can program the judge.
@@ -47,6 +48,8 @@ class SuiteReport:
     held_out: HeldOut = HeldOut(False, "not judged")
     held_out_replay: Optional[ReplayResult] = None  # the replay over the held-out world, when drawn
     property_draw: PropertyDraw = PropertyDraw(False, "not judged")  # properties drawn outside the manifest
+    regressions: RegressionStatus = RegressionStatus()
+    regressions_replay: Optional[ReplayResult] = None  # the replay of the regression records, when any are kept
 
     @property
     def folder(self) -> str:
@@ -81,6 +84,12 @@ class SuiteReport:
                 ),
             },
             "held_out_properties": self.property_draw.to_json(),
+            "regressions": {
+                **self.regressions.to_json(),
+                "properties": [self._property(p) for p in self.regressions_replay.properties]
+                if self.regressions_replay
+                else [],
+            },
             "properties": [self._property(p) for p in self.replay.properties] if self.replay else [],
             "observations": [
                 {**o.to_json(), "source": o.source} for o in sorted(self.observations, key=lambda o: (o.source, o.id))
@@ -193,6 +202,17 @@ def _marked(suite: SuiteReport, prop: PropertyOutcome) -> str:
     return " (held-out property)" if prop.name in suite.property_draw.names else ""
 
 
+def regressions_line(status: RegressionStatus) -> str:
+    """What the report says of a suite's regression records, in one line."""
+    if not status.file:
+        return "regression records not judged"
+    if not status.kept:
+        return f"no regression record kept ({status.file})"
+    bounds = ", ".join(f"{count} {bound}" for bound, count in status.records)
+    cached = " (from the cache)" if status.cached else ""
+    return f"{status.kept} regression records replayed under every catalog property ({bounds}; {status.file}){cached}"
+
+
 def console_lines(report: Report) -> list[str]:
     lines: list[str] = []
     for suite in report.suites:
@@ -206,6 +226,9 @@ def console_lines(report: Report) -> list[str]:
             lines += [
                 f"  held-out  {prop.summary()}{_marked(suite, prop)}" for prop in suite.held_out_replay.properties
             ]
+        lines.append(f"  kept      {regressions_line(suite.regressions)}")
+        if suite.regressions_replay:
+            lines += [f"  kept      {prop.summary()}" for prop in suite.regressions_replay.properties]
         lines += reason_lines(suite.verdict.reasons, "  ")
         lines.append(f"  verdict   {suite.verdict.label.value}")
     lines += reason_lines(report.verdict.reasons, "")
@@ -276,6 +299,7 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
         out.append(f"| isolation | {_cell(ids.isolation)} |")
     out.append(f"| held-out | {_cell(suite.held_out.line())} |")
     out.append(f"| held-out properties | {_cell(suite.property_draw.line())} |")
+    out.append(f"| regression records | {_cell(regressions_line(suite.regressions))} |")
     out += [f"| witness {_code(oid)} | {_code(digest)} |" for oid, digest in suite.witness_digests()]
     out.append("")
     if suite.verdict.reasons:
@@ -289,6 +313,10 @@ def _suite_markdown(suite: SuiteReport) -> list[str]:
         out += [
             f"| {_code(p.name)}{_marked(suite, p)} (held-out world) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
             for p in (suite.held_out_replay.properties if suite.held_out_replay else ())
+        ]
+        out += [
+            f"| {_code(p.name)} (regression records) | {_cell(p.outcome)} | {p.records} {_cell(p.bound)} |"
+            for p in (suite.regressions_replay.properties if suite.regressions_replay else ())
         ]
         out.append("")
     return out

@@ -73,14 +73,16 @@ class SuiteEvidence:
     findings: tuple[Reason, ...] = ()
     witness_paths: Mapping[str, str] = field(default_factory=dict)
     expected: Optional[Expected] = None  # None: the manifest or the world could not be read
-    held_out: Optional[HeldOutEvidence] = None  # None: no held-out world was drawn
+    held_out: Optional[WorldEvidence] = None  # None: no held-out world was drawn
     held_out_properties: tuple[str, ...] = ()  # the properties drawn outside the manifest, judged after it
+    regressions: Optional[WorldEvidence] = None  # None: the suite's fixture keeps no regression record
 
 
 @dataclass(frozen=True)
-class HeldOutEvidence:
-    """The replay over a suite's held-out world: checked as the pinned world's is, against that world's
-    digest and record counts (the epoch and manifest are the suite's)."""
+class WorldEvidence:
+    """A replay over another world than the pinned one (a held-out world, the regression records): checked
+    as the pinned world's is, against that world's digest and record counts (the epoch and manifest are
+    the suite's)."""
 
     identities: Identities
     replay: Optional[ReplayResult]
@@ -409,18 +411,31 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
     replayed, flakes = _replay_reasons(evidence, pinned)
     reasons.extend(replayed)
     tables = [pinned]
-    held = evidence.held_out
-    held_out_only: set[str] = set()  # flakes seen in the held-out world alone: their lines are that world's
-    if held is not None:  # every property over the held-out world too, by the same rules
-        archived = [o for o in mine if o.source == "archive"]
-        tables.append(by_id([*(o for o in held.observations if o.suite == evidence.address), *archived]))
-        held_reasons, held_flakes = _replay_reasons(
-            dataclasses.replace(evidence, identities=held.identities, replay=held.replay, expected=held.expected),
+    only: dict[str, str] = {}  # a flake seen in another world alone, and that world's name: its lines are there
+    archived = [o for o in mine if o.source == "archive"]
+    others = (
+        ("held-out world", evidence.held_out, evidence.held_out_properties),
+        ("regression record", evidence.regressions, ()),
+    )
+    for name, world, drawn in others:  # every property over each other world too, by the same rules
+        if world is None:
+            continue
+        tables.append(by_id([*(o for o in world.observations if o.suite == evidence.address), *archived]))
+        world_reasons, world_flakes = _replay_reasons(
+            dataclasses.replace(
+                evidence,
+                identities=world.identities,
+                replay=world.replay,
+                expected=world.expected,
+                held_out_properties=drawn,
+            ),
             tables[-1],
         )
-        reasons.extend(dataclasses.replace(r, message=f"held-out world: {r.message}") for r in held_reasons)
-        held_out_only = {f.id for f in held_flakes} - {known.id for known in flakes}
-        flakes.extend({f.id: f for f in held_flakes if f.id in held_out_only}.values())
+        reasons.extend(dataclasses.replace(r, message=f"{name}: {r.message}") for r in world_reasons)
+        seen = {f.id for f in flakes}
+        new = {f.id: f for f in world_flakes if f.id not in seen}
+        only.update(dict.fromkeys(new, name))
+        flakes.extend(new.values())
     every = worst_by_id(*tables)
     flakes = [f for f in flakes if every[f.id].is_flake]  # a flake in one world, failed in the other: failed
 
@@ -452,7 +467,7 @@ def judge_suite(evidence: SuiteEvidence) -> Verdict:
                     _about(evidence, flake.property),
                     expected="a valid freeze citing " + flake.id,
                     found="none",
-                    message=("held-out world: " if flake.id in held_out_only else "")
+                    message=(f"{only[flake.id]}: " if flake.id in only else "")
                     + _drawn(evidence, flake.property)
                     + f"{_record(flake, evidence)} failed it once and passed its rerun on the same "
                     "bytes; no valid freeze covers it",
