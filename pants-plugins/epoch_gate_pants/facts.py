@@ -160,10 +160,11 @@ def held_out_facts(
 
 
 def regression_facts(
-    found: Optional[tuple[ReplayRun, DigestContents]], isolation: str, run_id: RunId
+    found: Optional[tuple[ReplayRun, DigestContents]], pinned: Optional[ReplayRun], isolation: str, run_id: RunId
 ) -> RegressionFacts:
-    """A suite's regression records as the judge reads them: their replay, when any are kept, and why the
-    file cannot be read when it cannot."""
+    """A suite's regression records as the judge reads them: their replay, when any over a bound its
+    catalog reads are kept, and why the file cannot be read when it cannot (what also refused the pinned
+    replay, its sources say, is said once)."""
     if found is None or found[0].regressions is None:  # the pin or the manifest cannot be read: closed for that
         return RegressionFacts()
     run, contents = found
@@ -174,5 +175,9 @@ def regression_facts(
     if run.result is None and not run.refusals:  # none kept, or no property over their bounds
         return RegressionFacts(status)
     return RegressionFacts(
-        status, _identities(run, kept.world, isolation), _expected(run, kept.world), replay, (*run.refusals, *not_run)
+        status,
+        _identities(run, kept.world, isolation),
+        _expected(run, kept.world),
+        replay,
+        (*(r for r in run.refusals if pinned is None or r not in pinned.refusals), *not_run),
     )

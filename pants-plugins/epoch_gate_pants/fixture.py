@@ -231,12 +231,13 @@ async def check_epoch(request: EpochCheckRequest) -> EpochCheck:
 @dataclass(frozen=True)
 class RegressionWorldRequest:
     address: Address  # the epoch_fixture
+    bounds: tuple[str, ...]  # the bounds a suite's catalog reads: the records it judges of the fixture's
 
 
 @dataclass(frozen=True)
 class RegressionWorld:
-    """A fixture's regression records, and the world they make under WORLD_DIR/ (no digest when none are
-    kept; its failure when the file cannot be read)."""
+    """A fixture's regression records over the bounds asked for, and the world they make under WORLD_DIR/
+    (no digest when there are none; its failure when the file cannot be read)."""
 
     file: str
     kept: Regressions
@@ -253,7 +254,7 @@ async def regression_world(request: RegressionWorldRequest) -> RegressionWorld:
     if not contents:
         return RegressionWorld(file, Regressions(), none)
     try:
-        kept = parse_regressions(contents[0].content, file)
+        kept = parse_regressions(contents[0].content, file).over(request.bounds)
     except EvidenceError as error:
         return RegressionWorld(file, Regressions(), FixtureWorld(EMPTY_DIGEST, None, error.reason))
     if not kept.records:

@@ -400,7 +400,7 @@ def _suite_facts(
         run, contents = by_address.get(s.address, (None, None))
         held = held_out_facts(held_by_address.get(s.address), not_drawn.get(s.address, held_out_why), isolation, run_id)
         draw = run.draw if run is not None and run.draw is not None else PropertyDraw(False, properties_why)
-        kept = regression_facts(kept_by_address.get(s.address), isolation, run_id)
+        kept = regression_facts(kept_by_address.get(s.address), run, isolation, run_id)
         facts.append(_facts(s, run, contents, isolation, run_id, held, draw, kept))
     return facts
 

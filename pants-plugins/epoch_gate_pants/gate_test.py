@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
+from epoch_gate.reasons import EvidenceError
 from epoch_gate.verdict.keep import keep_witness
 from epoch_gate_pants.gate_harness import (
     EPOCH_ID,
@@ -158,12 +159,11 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRe
 
 
 def test_a_kept_failure_is_replayed_by_every_later_judgement(repo: GateRepo) -> None:
-    """The reviewer keeps the refund bug's witness as a regression record and lands it; every later
-    judgement replays it under every catalog property over its bound, and closes the bug on it too."""
-    base = repo.head()
-    repo.edit(*REFUND_BUG)
-    repo.commit("refund against a fixed ceiling")
-    run = judged(repo, base)
+    """The reviewer keeps the refund bug's witness from CI's report as a regression record and lands it;
+    every later judgement replays it under every catalog property over its bound, and closes the bug on it
+    too. A local report's failure is not kept: the working tree's code wrote it."""
+    bug = repo.candidate("refund-bug", {REFUND_BUG[0]: buggy_product(repo)})
+    run = repo.gate(f"--gate-candidate={bug}")
     (suite,) = suites(run.report)
     assert suite["regressions"] == {
         "file": "fixtures/REGRESSIONS",
@@ -175,14 +175,10 @@ def test_a_kept_failure_is_replayed_by_every_later_judgement(repo: GateRepo) -> 
     (failure,) = [o for o in observations(run.report) if o["property"] == "refund_le_captured"]
     kept = keep_witness(repo.root / "dist/gate", failure["id"], repo.root)
     assert kept.regression.record == repo.world["payments.jsonl"].splitlines()[failure["line"] - 1]
-    records = repo.read(kept.file)
-
-    repo.reset()
-    repo.write(kept.file, records)
     landed = repo.land("keep the refund bug's failure")
-    repo.write("docs/notes.md", "An unrelated note.\n")
-    repo.commit("docs")
-    honest = judged(repo, landed)
+
+    notes = repo.candidate("honest", {"src/notes.py": "NOTES = 1\n"})
+    honest = repo.gate(f"--gate-candidate={notes}")
     assert honest.verdict == "eligible", honest.stdout
     (suite,) = suites(honest.report)
     assert suite["regressions"]["records"] == {"payments": 1}
@@ -190,14 +186,20 @@ def test_a_kept_failure_is_replayed_by_every_later_judgement(repo: GateRepo) -> 
         ("refund_le_captured", 1, "pass"),
         ("refunds_never_negative", 1, "pass"),
     ]
-    repo.edit(*REFUND_BUG)
-    repo.commit("the refund bug again")
-    again = judged(repo, landed)
+    bug_again = repo.candidate("refund-bug-again", {REFUND_BUG[0]: buggy_product(repo)})
+    again = repo.gate(f"--gate-candidate={bug_again}")
     assert codes(again.report) == {"property-failed"}
     assert [
         (r["path"], r["message"].startswith("regression record: the payments record at line 1 "))
         for r in reasons(again.report, "property-failed")
     ] == [("checks:props#refund_le_captured", False), ("checks:props#refund_le_captured", True)], again.stdout
+
+    repo.edit(*REFUND_BUG)
+    repo.commit("the refund bug, judged locally")
+    local = judged(repo, landed)
+    (failure,) = [o for o in observations(local.report) if o["property"] == "refund_le_captured"]
+    with pytest.raises(EvidenceError, match="only a trusted-mode report's failure can be kept"):
+        keep_witness(repo.root / "dist/gate", failure["id"], repo.root)
 
 
 def test_uncommitted_byte_in_the_generator(repo: GateRepo) -> None:

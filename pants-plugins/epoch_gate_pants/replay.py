@@ -622,7 +622,9 @@ async def replay_sampled_properties(
         return ReplayRun(request.address, epoch, manifest, None, EMPTY_DIGEST)
     kept: Optional[RegressionWorld] = None
     if request.regressions:
-        kept = await Get(RegressionWorld, RegressionWorldRequest(suite.fixture.address))
+        catalog = manifest.check.catalog
+        bounds = tuple(sorted({p.bound for p in catalog.properties})) if catalog is not None else ()
+        kept = await Get(RegressionWorld, RegressionWorldRequest(suite.fixture.address, bounds))
         world, held_out, draw, drawn, undrawable = kept.world, None, None, _kept_properties(manifest, kept), ()
         world_name = KEPT
     else:

@@ -269,7 +269,9 @@ def _kept_as_a_regression_record(judge: Repo, captured: GateRun, over_capture: s
     assert regressions["records"] == {"payments": 1} and regressions["file"] == "fixtures/REGRESSIONS"
     catalog = (judge.root / "checks/catalog.yaml").read_text()
     assert [p["bound"] for p in regressions["properties"]] == ["payments"] * catalog.count("bound: payments\n")
-    assert "kept      fail  capture_le_authorized (1 of 1 payments records failed)" in replayed.stdout
+    assert "kept      fail  capture_le_authorized (first failed at record 1 of 1 payments records; 1 failed)" in (
+        replayed.stdout
+    )
     dropped = judge.candidate("drop-the-record", files={"fixtures/REGRESSIONS": '{"records":[],"schema":1}\n'})
     unkept = judge.gate(f"--gate-candidate={dropped}")
     assert [(r["code"], r["path"]) for r in unkept.report["reasons"]] == [

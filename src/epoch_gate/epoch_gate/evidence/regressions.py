@@ -10,13 +10,14 @@ failure's witness from a gate's report and refuses bytes whose digest is not the
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 from epoch_gate.evidence import strictjson
 from epoch_gate.evidence.catalog import BOUND, NAME
 from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
-from epoch_gate.evidence.observations import OBSERVATION_ID
+from epoch_gate.evidence.observations import MAX_WITNESS_BYTES, OBSERVATION_ID, observation_id
 from epoch_gate.evidence.world import SUFFIX
 from epoch_gate.reasons import Code, fail
 
@@ -61,6 +62,11 @@ class Regressions:
             found[kept.bound] = found.get(kept.bound, 0) + 1
         return found
 
+    def over(self, bounds: Iterable[str]) -> "Regressions":
+        """The records of these bounds only (a fixture's records over bounds a suite's catalog reads)."""
+        wanted = set(bounds)
+        return Regressions(tuple(r for r in self.records if r.bound in wanted))
+
     def world_files(self) -> dict[str, bytes]:
         """The records as a fixture world: one `<bound>.jsonl` per bound, a record a line."""
         lines: dict[str, list[bytes]] = {}
@@ -83,16 +89,23 @@ def _malformed(path: str, message: str, expected: str, found: str) -> Exception:
 
 
 def record_problem(bound: str, record: bytes) -> Optional[str]:
-    """Why `record` cannot be kept as a record of `bound`, or None: a world record is one line of UTF-8."""
+    """Why `record` cannot be kept as a record of `bound`, or None: a world record is one line holding a
+    JSON object, as the world's files hold them (docs/contract.md)."""
     if not BOUND.match(bound):
         return f"the bound {bound[:80]!r} is not a bound's name"
-    if not record or b"\n" in record or b"\r" in record:
+    if not record or b"\n" in record:
         return "a record is one non-empty line"
+    if len(record) > MAX_WITNESS_BYTES:
+        return f"a record of over {MAX_WITNESS_BYTES} bytes"
     try:
-        record.decode("utf-8")
-    except UnicodeDecodeError:
-        return "a record is UTF-8 text"
-    return None
+        value = json.loads(record.decode("utf-8"), parse_constant=_refuse)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return "a record is a JSON object in UTF-8"
+    return None if isinstance(value, dict) else "a record is a JSON object in UTF-8"
+
+
+def _refuse(token: str) -> None:
+    raise ValueError(token)
 
 
 def parse_regressions(data: bytes, path: str) -> Regressions:
@@ -119,9 +132,20 @@ def parse_regressions(data: bytes, path: str) -> Regressions:
         problem = record_problem(entry["bound"], record)
         if problem is not None:
             raise _malformed(where, problem, "a record of a bound", entry["record"])
-        if not NAME.match(entry["property"]) or not OBSERVATION_ID.match(entry["observation_id"]):
-            raise _malformed(where, "not a property's name or an observation id", "names", entry["property"])
+        if not NAME.match(entry["property"]):
+            raise _malformed(where, "not a property's name", "[a-z][a-z0-9_]{0,63}", entry["property"])
+        if not OBSERVATION_ID.match(entry["observation_id"]):
+            raise _malformed(where, "not an observation id", "<property>-<24 hex>", entry["observation_id"])
         kept = Regression(entry["bound"], record, entry["suite"], entry["property"], entry["observation_id"])
+        derived = observation_id(kept.suite, kept.property, record)
+        if entry["observation_id"] != derived:
+            raise fail(
+                Code.ARTIFACT_MALFORMED,
+                where,
+                "the observation id is not derived from the suite, the property and the record",
+                expected=derived,
+                found=entry["observation_id"][:80],
+            )
         if entry["record_sha256"] != kept.sha256:
             raise fail(
                 Code.ARTIFACT_MALFORMED,
@@ -131,12 +155,16 @@ def parse_regressions(data: bytes, path: str) -> Regressions:
                 found=kept.sha256,
             )
         found.append(kept)
-    ordered = tuple(sorted(found, key=lambda r: (r.bound, r.sha256)))
-    if tuple(found) != ordered or len({(r.bound, r.record) for r in found}) != len(found):
-        raise _malformed(
-            path, "records are kept once each, by bound then digest", "the order keep-witness writes", "another"
-        )
-    return Regressions(ordered)
+    for index in range(1, len(found)):  # each after the one before: by bound, then digest, none twice
+        before, this = found[index - 1], found[index]
+        if (before.bound, before.sha256) >= (this.bound, this.sha256):
+            raise _malformed(
+                f"{path}#records[{index}]",
+                "records are kept once each, by bound then digest",
+                f"after {before.bound} {before.sha256[:12]}",
+                f"{this.bound} {this.sha256[:12]}",
+            )
+    return Regressions(tuple(found))
 
 
 @dataclass(frozen=True)

@@ -5,21 +5,21 @@ import json
 import pytest
 
 from epoch_gate.evidence.hashing import sha256_bytes
+from epoch_gate.evidence.observations import observation_id
 from epoch_gate.evidence.regressions import Regression, Regressions, parse_regressions, record_problem
 from epoch_gate.reasons import Code, EvidenceError
-
-OID = "p-" + "a" * 24
 
 
 def kept(*records: tuple[str, bytes]) -> Regressions:
     found = Regressions()
     for bound, record in records:
-        found = found.kept(Regression(bound, record, "checks:s", "p", OID))
+        found = found.kept(Regression(bound, record, "checks:s", "p", observation_id("checks:s", "p", record)))
     return found
 
 
 def test_records_round_trip_in_one_order_and_make_a_world() -> None:
     found = kept(("orders", '{"n":"é"}'.encode()), ("orders", b'{"n":1}'), ("payments", b'{"n":2}'))
+    assert found.over(["payments"]).counts() == {"payments": 1}
     assert parse_regressions(found.to_bytes(), "R") == found
     assert [r.bound for r in found.records] == ["orders", "orders", "payments"]
     assert found.kept(found.records[0]) is found  # once each
@@ -33,14 +33,19 @@ def test_a_record_is_one_line_of_utf8_of_a_named_bound() -> None:
     assert record_problem("orders", b'{"n":1}') is None
     assert record_problem("orders", b"a\nb") == "a record is one non-empty line"
     assert record_problem("orders", b"") == "a record is one non-empty line"
-    assert record_problem("orders", b"\xff") == "a record is UTF-8 text"
+    assert record_problem("orders", b"\xff") == "a record is a JSON object in UTF-8"
+    assert record_problem("orders", b"[1]") == "a record is a JSON object in UTF-8"
+    assert record_problem("orders", b'{"n":Infinity}') == "a record is a JSON object in UTF-8"
+    assert record_problem("orders", b'{"n":1}\r') is None  # a world written with CRLF
+    assert record_problem("orders", b"{}" + b" " * (4 << 20)) == f"a record of over {4 << 20} bytes"
     assert record_problem("../x", b"{}") is not None
 
 
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda raw: raw["records"][0].update(record='{"n":9}'), "the record's bytes do not match record_sha256"),
+        (lambda raw: raw["records"][0].update(record='{"n":9}'), "the observation id is not derived from"),
+        (lambda raw: raw["records"][0].update(record_sha256="0" * 64), "the record's bytes do not match record_sha256"),
         (lambda raw: raw.update(schema=2), "the regression records have another schema"),
         (lambda raw: raw["records"].reverse(), "records are kept once each, by bound then digest"),
         (lambda raw: raw["records"].append(dict(raw["records"][0])), "records are kept once each"),

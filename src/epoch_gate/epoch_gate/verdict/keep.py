@@ -1,9 +1,11 @@
 """The reviewer's act: keep a failure's witness from a gate's report as a regression record of the suite's
 fixture (`epoch-gate keep-witness`), so that every later judgement replays it under every property.
 
-The report names the failure (its suite, property, bound and witness digest) and where the gate saved its
-bytes; the bytes are kept only when their digest is the report's and the observation id derives from
-them. The record goes to the file the report names for the suite's fixture, written atomically.
+The report must be trusted mode's (CI's gate, run from reviewed code: a local report is written by the
+working tree's code); it names the failure (its suite, property, bound and witness digest) and where the
+gate saved its bytes. The bytes are kept only when their digest is the report's, the observation id
+derives from them and they are a world record (a JSON object on one line). The record goes to the file the
+report names for the suite's fixture, inside the repository, written atomically.
 """
 
 from __future__ import annotations
@@ -61,14 +63,25 @@ def _failure(report: dict[str, object], wanted: str, path: str) -> tuple[dict, d
     )
 
 
-def _destination(suite: dict, path: str) -> str:
-    """The suite's fixture's file of regression records, as the report names it: a relative path inside the
-    repository."""
+def _destination(suite: dict, path: str, root: Path) -> tuple[str, Path]:
+    """The suite's fixture's file of regression records, as the report names it, and where it is: a
+    relative path whose folder exists inside the repository, through no symlink."""
     file = _read(suite["regressions"], f"{path}#regressions", {"file": str})["file"]
     normal = posixpath.normpath(file) if file else ""
-    if not file or normal != file or file.startswith(("/", "../")) or file == "..":
+    plain = file.isprintable() and "\\" not in file
+    if not file or not plain or normal != file or file.startswith(("/", "../")) or file == "..":
         raise _refused(path, "the suite's regression file is not a path inside the repository", "a/b/REGRESSIONS", file)
-    return file
+    target = root / file
+    folder = root.resolve() / posixpath.dirname(file)
+    if target.parent.resolve() != folder or not folder.is_dir():
+        raise fail(
+            Code.PATH_NOT_REGULAR,
+            file,
+            "the regression file's folder is not a folder of the repository (a symlink, or missing)",
+            expected="the fixture's folder",
+            found=str(target.parent.resolve())[:120],
+        )
+    return file, target
 
 
 def keep_witness(out: Path, wanted: str, root: Path) -> Kept:
@@ -79,6 +92,13 @@ def keep_witness(out: Path, wanted: str, root: Path) -> Kept:
     raw = _read(report, report_path, {"schema_version": int, "suites": list})
     if raw["schema_version"] != SCHEMA_VERSION:
         raise _refused(report_path, "the report has another schema", str(SCHEMA_VERSION), str(raw["schema_version"]))
+    if report.get("mode") != "trusted":
+        raise _refused(
+            report_path,
+            "only a trusted-mode report's failure can be kept: a local one was written by the working tree's code",
+            "trusted",
+            str(report.get("mode"))[:40],
+        )
     if not OBSERVATION_ID.match(wanted):
         raise _refused(report_path, "not an observation id", "<property>-<24 hex>", wanted)
     suite, observation = _failure(raw, wanted, report_path)
@@ -110,8 +130,7 @@ def keep_witness(out: Path, wanted: str, root: Path) -> Kept:
     problem = record_problem(observation["bound"], witness)
     if problem is not None:
         raise _refused(str(witness_path), problem, "a world record", observation["bound"])
-    file = _destination(suite, report_path)
-    target = root / file
+    file, target = _destination(suite, report_path, root)
     # read_bytes refuses a symlink or anything but a regular file
     existing = (
         parse_regressions(strictjson.read_bytes(target, file), file) if os.path.lexists(target) else Regressions()
@@ -119,5 +138,16 @@ def keep_witness(out: Path, wanted: str, root: Path) -> Kept:
     added = Regression(observation["bound"], witness, suite["address"], observation["property"], wanted)
     kept = existing.kept(added)
     if kept is not existing:
-        replace_file(target, kept.to_bytes())
+        data = kept.to_bytes()
+        parse_regressions(data, file)  # what every judgement will read: within its size cap, say
+        try:
+            replace_file(target, data)
+        except OSError as error:
+            raise fail(
+                Code.ARTIFACT_MALFORMED,
+                file,
+                "the regression file cannot be written",
+                expected="written",
+                found=error.strerror or "OSError",
+            ) from None
     return Kept(file, added, kept is existing)
