@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping, Optional
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
@@ -27,7 +28,7 @@ from pants.option.global_options import GlobalOptions
 from pants.vcs.changed import Changed
 
 from epoch_gate.evidence import held_out
-from epoch_gate.verdict import annotations, attestation, report
+from epoch_gate.verdict import annotations, attestation, dsse, report
 from epoch_gate.change.buildfiles import build_file_problems
 from epoch_gate.change.candidate import REGULAR_MODES, Candidate, files_at
 from epoch_gate.verdict.suite import Identities
@@ -40,7 +41,7 @@ from epoch_gate.evidence.held_out import LOCAL, Key, PropertyDraw
 from epoch_gate.verdict.judge import ChangeFacts, HeldOutFacts, RegressionFacts, SuiteFacts, SuiteOracle, judge
 from epoch_gate.evidence.observations import Observation, parse_observation_files
 from epoch_gate.reasons import Code, EvidenceError, Reason
-from epoch_gate.verdict.report import Report
+from epoch_gate.verdict.report import LOCAL_SIGNING, Report, Signing
 from epoch_gate.text import printable
 from epoch_gate_pants.candidate import CandidateFiles, candidate_files
 from epoch_gate_pants.facts import held_out_facts, regression_facts, replay_facts, replay_line
@@ -241,6 +242,29 @@ def _held_out_key(
     return found
 
 
+def _signing_key(
+    gate: GateSubsystem, environment: CompleteEnvironmentVars, trusted: bool, pantsd: bool
+) -> tuple[Optional[Ed25519PrivateKey], Signing, list[Reason]]:
+    """The statement's signing key, read with the held-out key and taken out of this process's environment
+    likewise; what the report says of the statement; and what closes the gate: a key that cannot be read,
+    or one that reached a daemon (which keeps its environment for later runs)."""
+    key, why = dsse.signing_key(gate.statement_key_env, gate.statement_key_file, environment)
+    os.environ.pop(gate.statement_key_env, None)
+    source = gate.statement_key_file or f"${gate.statement_key_env}"
+    found = why
+    if key is not None and pantsd:
+        key, found = None, "pantsd"
+        why = "the signing key reached a Pants daemon, which would keep it for later runs: sign without pantsd"
+    if not trusted:
+        return None, LOCAL_SIGNING, []
+    if key is not None:
+        return key, Signing(True, dsse.key_id(key.public_key())), []
+    if not why:
+        return None, Signing(False, why=f"no key ({source} is unset): the statement is unsigned"), []
+    refusal = Reason(Code.STATEMENT_KEY_UNUSABLE, source, "an Ed25519 signing key, without pantsd", found, why)
+    return None, Signing(False, why=why), [refusal]
+
+
 def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
     """Files at the base: every suite's pin read in one batch up front (the judge reads them all on every
     run, and a git process per suite would dominate a no-op gate over hundreds of suites), others one by one."""
@@ -430,6 +454,8 @@ class _SetUp:
     properties_why: str
     today: datetime.date
     findings: tuple[Reason, ...]
+    signing_key: Optional[Ed25519PrivateKey] = field(default=None, repr=False)
+    signing: Signing = LOCAL_SIGNING
 
 
 async def _set_up(
@@ -443,6 +469,7 @@ async def _set_up(
     key, unusable = _held_out_key(gate, environment)  # read before this run starts any process of its own
     if key is not None and global_options.pantsd:
         key, unusable = None, _key_under_pantsd(gate)
+    signing_key, signing, unsigned = _signing_key(gate, environment, bool(gate.candidate), global_options.pantsd)
     today, problems = _today(gate)
     root = Path(BuildRoot().path)
     gathered = (
@@ -453,8 +480,10 @@ async def _set_up(
     build_patterns = tuple(global_options.build_patterns)
     change, candidate_files = await _candidate_files(root, gathered, build_patterns, python_setup)
     tree_key, (held_out_why, properties_why), refused = _draw(gate, change.candidate, key, unusable)
-    findings = (*shadowed, *problems, *change.findings, *refused)
-    return _SetUp(root, change, candidate_files, tree_key, held_out_why, properties_why, today, findings)
+    findings = (*shadowed, *problems, *change.findings, *refused, *unsigned)
+    return _SetUp(
+        root, change, candidate_files, tree_key, held_out_why, properties_why, today, findings, signing_key, signing
+    )
 
 
 def _change_facts(
@@ -480,6 +509,7 @@ def _change_facts(
         freezes_dir=gate.freezes_dir,
         out=out,
         findings=(*setup.findings, *found),
+        statement=setup.signing,
     )
 
 
@@ -523,7 +553,12 @@ async def run_gate(
         root=setup.root,
     )
     files = attestation.output_files(
-        judgement.report, judgement.witnesses, tree, time=datetime.datetime.now(datetime.timezone.utc), root=setup.root
+        judgement.report,
+        judgement.witnesses,
+        tree,
+        time=datetime.datetime.now(datetime.timezone.utc),
+        root=setup.root,
+        key=setup.signing_key,
     )
     if out_or_none is not None:
         await _write(workspace, out, files)

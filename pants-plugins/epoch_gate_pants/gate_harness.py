@@ -344,7 +344,13 @@ class GateRepo:
         self.git("checkout", "-q", "main")
         return commit
 
-    def gate(self, *options: str, report_at: str = "dist/gate/report.json", jailed: Optional[bool] = None) -> GateRun:
+    def gate(
+        self,
+        *options: str,
+        report_at: str = "dist/gate/report.json",
+        jailed: Optional[bool] = None,
+        env: Optional[dict[str, str]] = None,
+    ) -> GateRun:
         """`pants [options] gate ::`; options are flags (`--changed-since=…`, which replaces the specs, or
         `--gate-base=…`). Jailed by default in trusted mode (`--gate-candidate`), which requires it."""
         report_path = self.root / report_at
@@ -355,7 +361,7 @@ class GateRepo:
         if jailed is None:
             jailed = any(option.startswith("--gate-candidate") for option in options)
         result = self.runner.run_goal_rule(
-            Gate, args=specs, global_args=runner_options(*options, jailed=jailed), env_inherit=ENV_INHERIT
+            Gate, args=specs, global_args=runner_options(*options, jailed=jailed), env=env, env_inherit=ENV_INHERIT
         )
         report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
         return GateRun(result.exit_code, report, result.stdout, result.stderr)

@@ -7,6 +7,7 @@ starts from the example as landed (`GateRepo.reset`)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,12 @@ from typing import Any
 
 import pytest
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
 from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
+from epoch_gate.verdict import dsse
+from epoch_gate.verdict.verify_statement import Expected, verify
 from epoch_gate.reasons import EvidenceError
 from epoch_gate.verdict.keep import keep_witness
 from epoch_gate_pants.gate_harness import (
@@ -511,6 +517,55 @@ def test_trusted_mode_passes_an_honest_candidate_and_attests_it(repo: GateRepo) 
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED"]
     (isolation,) = {s["identities"]["isolation"] for s in suites(run.report)}
     assert "the product in a jail of its own" in isolation
+
+
+def test_trusted_mode_signs_its_statement_with_the_key(repo: GateRepo) -> None:
+    """With `[gate].statement_key_env` set, the statement is also written in a DSSE envelope that verifies
+    against the public key for the candidate's commit; a bug's FAILED statement is refused; without a key
+    the statement is unsigned and the report says so; a key that is no key closes the gate."""
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    signing = {"EPOCH_GATE_STATEMENT_KEY": pem}
+    now = datetime.datetime.now(datetime.timezone.utc)
+    commit = repo.candidate("honest", {"src/notes.py": '"""Notes."""\n'})
+    run = repo.gate("--no-pantsd", f"--gate-candidate={commit}", env=signing)
+    assert run.verdict == "eligible", run.stdout
+    assert run.report["statement"] == {"signed": True, "keyid": dsse.key_id(key.public_key())}
+    assert f"statement signed with the key {dsse.key_id(key.public_key())}" in run.stdout
+    envelope = (repo.root / "dist/gate/statement.intoto.dsse.json").read_bytes()
+    opened = dsse.open_envelope(envelope, key.public_key())
+    assert (
+        isinstance(opened, dsse.Opened)
+        and opened.payload == repo.root.joinpath("dist/gate/statement.intoto.json").read_bytes()
+    )
+    assert (
+        verify(envelope, key.public_key(), Expected(commit, now, levels=("EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED")))[
+            0
+        ]
+        == []
+    )
+    assert pem.splitlines()[1] not in run.stdout + run.stderr + json.dumps(run.report)
+
+    bug = repo.candidate("refund-bug", {REFUND_BUG[0]: buggy_product(repo)})
+    failed = repo.gate("--no-pantsd", f"--gate-candidate={bug}", env=signing)
+    assert failed.verdict == "closed"
+    envelope = (repo.root / "dist/gate/statement.intoto.dsse.json").read_bytes()
+    assert [r.check for r in verify(envelope, key.public_key(), Expected(bug, now))[0]] == ["result", "levels"]
+
+    unsigned = repo.gate(f"--gate-candidate={commit}")
+    assert unsigned.report["statement"] == {
+        "signed": False,
+        "why": "no key ($EPOCH_GATE_STATEMENT_KEY is unset): the statement is unsigned",
+    }
+    assert not (repo.root / "dist/gate/statement.intoto.dsse.json").exists()
+    assert (repo.root / "dist/gate/statement.intoto.json").exists()
+    unusable = repo.gate("--no-pantsd", f"--gate-candidate={commit}", env={"EPOCH_GATE_STATEMENT_KEY": "not a key"})
+    assert [
+        (r["code"], r["found"]) for r in repo.gate(f"--gate-candidate={commit}", env=signing).report["reasons"]
+    ] == [("statement-key-unusable", "pantsd")]
+    assert [(r["code"], r["path"]) for r in unusable.report["reasons"]] == [
+        ("statement-key-unusable", "$EPOCH_GATE_STATEMENT_KEY")
+    ], unusable.stdout
 
 
 def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_accepted(repo: GateRepo) -> None:

@@ -143,6 +143,31 @@ class GateSubsystem(GoalSubsystem):
             """
         ),
     )
+    statement_key_env = StrOption(
+        default="EPOCH_GATE_STATEMENT_KEY",
+        help=help_text(
+            """
+            The environment variable that holds the Ed25519 key trusted mode signs its statement with
+            (PKCS#8 PEM, as `openssl genpkey -algorithm ed25519` writes it, or its 32-byte seed in
+            hex). With it the gate also writes `statement.intoto.dsse.json`, the statement in a DSSE
+            envelope, which `epoch-gate verify-statement` checks against the public key. The key stays
+            in the gate's own process, which takes it out of its environment once read (no process,
+            log, cache or report sees it: the report names the public key's sha256). Unset, the
+            statement is written unsigned and the report says so. CI passes it as a secret; never
+            write the key itself in configuration.
+            """
+        ),
+    )
+    statement_key_file = StrOption(
+        default=None,
+        advanced=True,
+        help=help_text(
+            """
+            A file that holds the statement's signing key, read instead of `[gate].statement_key_env`
+            when set (a path outside the repository: a secret mounted by CI, say).
+            """
+        ),
+    )
     protected = StrListOption(
         default=[],
         help=help_text(

@@ -56,6 +56,7 @@ class Code(enum.Enum):
     BUILD_FILE_CODE = "build-file-code"  # trusted mode: a changed BUILD file that is more than declarations
     SUITE_MISMATCH = "suite-mismatch"  # a replay's summary names another suite than the one replayed
     HELD_OUT_UNAVAILABLE = "held-out-unavailable"  # trusted mode with the key: no held-out world to judge on
+    STATEMENT_KEY_UNUSABLE = "statement-key-unusable"  # the signing key cannot be read, or reached pantsd
     # Observations.
     OBSERVATION_WRONG_EPOCH = "observation-wrong-epoch"
     OBSERVATION_WITNESS_MISSING = "observation-witness-missing"
@@ -140,6 +141,8 @@ _ADVICE = {
     Code.SUITE_MISMATCH: "Run this suite's own replay again: a summary never stands for another suite.",
     Code.HELD_OUT_UNAVAILABLE: "Make the generator draw its world from `--seed`, or set `held_out=False` on the "
     "fixture.",
+    Code.STATEMENT_KEY_UNUSABLE: "Give the gate an Ed25519 key it can read (`openssl genpkey -algorithm ed25519`), "
+    "without pantsd, as the CI recipes do.",
     Code.OBSERVATION_WRONG_EPOCH: f"The observation is of another epoch: {_REPLAY_AGAIN} for the pinned epoch.",
     Code.OBSERVATION_WITNESS_MISSING: f"Restore the observation's `.bin`, or {_REPLAY_AGAIN}.",
     Code.OBSERVATION_WITNESS_MISMATCH: f"Restore the observation's original bytes, or {_REPLAY_AGAIN}.",

@@ -1,7 +1,8 @@
 """`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
 
 Exit codes: 0 eligible, 1 closed, 2 hold (docs/contract.md, Verdict); 64 a usage error; for `pin`,
-`sample`, `replay` and `keep-witness`, 0 done and 1 refused (the reason is printed).
+`sample`, `replay` and `keep-witness`, 0 done and 1 refused (the reason is printed); for
+`verify-statement`, 0 verified and 1 refused (each failed check is printed).
 """
 
 from __future__ import annotations
@@ -213,6 +214,51 @@ def cmd_keep_witness(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify_statement(args: argparse.Namespace) -> int:
+    """Exit 0 only when the signed statement says what the caller requires; each refusal names its check."""
+    from epoch_gate.evidence.strictjson import read_bytes
+    from epoch_gate.reasons import EvidenceError
+    from epoch_gate.verdict.dsse import MAX_ENVELOPE_BYTES, KeyUnusable, load_public_key
+    from epoch_gate.verdict.verify_statement import Expected, verify
+
+    try:
+        envelope = read_bytes(Path(args.envelope), args.envelope, max_bytes=MAX_ENVELOPE_BYTES)
+        public = load_public_key(read_bytes(Path(args.public_key), args.public_key))
+    except EvidenceError as error:
+        return _print_reason_error(error)
+    except KeyUnusable as error:
+        print(f"refused   key: expected an Ed25519 public key; found {error} ({args.public_key})", file=sys.stderr)
+        return 1
+    given: dict = {"verifier_id": args.verifier_id} if args.verifier_id else {}
+    if args.require_level:
+        given["levels"] = tuple(args.require_level)
+    expected = Expected(
+        commit=args.commit,
+        now=datetime.datetime.now(datetime.timezone.utc),
+        tree=args.tree,
+        policy_uri=args.policy_uri,
+        max_age=datetime.timedelta(hours=args.max_age_hours),
+        **given,
+    )
+    refusals, keyid = verify(envelope, public, expected)
+    for refusal in refusals:
+        print(refusal.line(), file=sys.stderr)
+    if refusals:
+        return 1
+    print(f"verified  PASSED for {args.commit} at {', '.join(expected.levels)}, signed by the key {keyid}")
+    return 0
+
+
+def _hours(value: str) -> float:
+    try:
+        hours = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {value!r}") from None
+    if not 0 < hours < 1e6:
+        raise argparse.ArgumentTypeError(f"not a positive number of hours: {value!r}")
+    return hours
+
+
 def _count(value: str) -> Union[int, str]:
     if value == "all":
         return value
@@ -305,6 +351,21 @@ def parser() -> argparse.ArgumentParser:
     keep.add_argument("--out", default="dist/gate", help="the gate's output folder (report.json and the witnesses)")
     keep.add_argument("--root", default=".", help="the repository, where the report's regression file is")
     keep.set_defaults(run=cmd_keep_witness)
+
+    check = sub.add_parser(
+        "verify-statement", help="verify a signed statement: key, commit, verifier, policy, PASSED, levels, age"
+    )
+    check.add_argument("envelope", help="the DSSE envelope (statement.intoto.dsse.json)")
+    check.add_argument("--public-key", required=True, help="the signer's Ed25519 public key (PEM, or 64 hex digits)")
+    check.add_argument("--commit", required=True, type=_object_id, help="the commit the verdict must be about")
+    check.add_argument("--tree", type=_object_id, help="the tree the subject must name (gitTree)")
+    check.add_argument("--verifier-id", help="the verifier's id to require (the gate's own: pkg:generic/epoch-gate)")
+    check.add_argument("--policy-uri", help="the policy (git+<repository>@<oracle commit>) to require")
+    check.add_argument(
+        "--require-level", action="append", help="a verifiedLevels entry to require (repeat; EPOCH_GATE_ELIGIBLE)"
+    )
+    check.add_argument("--max-age-hours", type=_hours, default=24.0, help="how old timeVerified may be (24)")
+    check.set_defaults(run=cmd_verify_statement)
 
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")

@@ -1,5 +1,6 @@
-"""The verdict as a SLSA Verification Summary Attestation (VSA v1) in an in-toto Statement v1, unsigned:
-the CI's own signer (cosign, a DSSE envelope) signs it. Only trusted mode writes it (`should_attest`).
+"""The verdict as a SLSA Verification Summary Attestation (VSA v1) in an in-toto Statement v1. Only trusted
+mode writes it (`should_attest`); with `[gate].statement_key_*` also signed, in a DSSE envelope beside it
+(`epoch_gate.verdict.dsse`), and otherwise CI's own signer (`actions/attest`, cosign) signs it.
 
 - subject: the reviewed tree (`git-worktree`: gitCommit and gitTree, or gitTree alone for local edits)
   and `report.json` (sha256). The report is a subject, not an input attestation: `inputAttestations`
@@ -30,6 +31,9 @@ from epoch_gate.evidence.hashing import canonical_json, sha256_bytes
 from epoch_gate.runner.jail.isolation import is_jailed
 from epoch_gate.verdict.report import Report
 from epoch_gate.change.tree import ReviewedTree, head_commit, repository_url
+from epoch_gate.verdict.dsse import ENVELOPE_FILE, sign
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/verification_summary/v1"
@@ -187,8 +191,10 @@ def output_files(
     time: datetime.datetime,
     root: Path,
     verifier_id: str = VERIFIER_ID,
+    key: Optional[Ed25519PrivateKey] = None,
 ) -> dict[str, bytes]:
-    """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree.
+    """Everything the gate writes, by relative path: the statement too, in trusted mode with a known tree,
+    and with `key` the statement in a DSSE envelope signed by it.
 
     `root` is the checkout the gate ran in: its origin names the repository, its HEAD the oracle's commit.
     """
@@ -203,4 +209,6 @@ def output_files(
             oracle_commit=head_commit(root),
             verifier_id=verifier_id,
         )
+        if key is not None:
+            files[ENVELOPE_FILE] = sign(files[STATEMENT_FILE], key)
     return files

@@ -35,7 +35,7 @@ from epoch_gate.evidence.observations import Observation
 from epoch_gate.evidence.regressions import RegressionStatus
 from epoch_gate.change.oracle import OracleChange, OraclePaths, Reader, evidence_changes, oracle_changes
 from epoch_gate.reasons import Code, Reason
-from epoch_gate.verdict.report import Mode, Report, SuiteReport, suite_folder
+from epoch_gate.verdict.report import LOCAL_SIGNING, Mode, Report, Signing, SuiteReport, suite_folder
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ class ChangeFacts:
     freezes_dir: str
     out: str  # the output folder, as the report names witnesses
     findings: tuple[Reason, ...] = ()
+    statement: Signing = LOCAL_SIGNING  # whether trusted mode signs its statement, or why not
 
 
 @dataclass(frozen=True)
@@ -303,5 +304,6 @@ def judge(
         protected,
         _oracle_changes(change, list(oracles.values()), read_base, read_change, protected),
         change.mode,
+        change.statement,
     )
     return Judgement(report, {oid: data for _, witnesses in judged for oid, data in witnesses.items()})

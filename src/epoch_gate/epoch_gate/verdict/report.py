@@ -38,6 +38,24 @@ def suite_folder(address: str) -> str:
 
 
 @dataclass(frozen=True)
+class Signing:
+    """Whether trusted mode signs the statement (a DSSE envelope beside it), by which key, or why not."""
+
+    signed: bool
+    keyid: str = ""  # the sha256 of the public key
+    why: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"signed": True, "keyid": self.keyid} if self.signed else {"signed": False, "why": self.why}
+
+    def line(self) -> str:
+        return f"signed with the key {self.keyid}" if self.signed else f"unsigned: {self.why}"
+
+
+LOCAL_SIGNING = Signing(False, why="local mode writes no statement")
+
+
+@dataclass(frozen=True)
 class SuiteReport:
     address: str
     verdict: Verdict
@@ -110,6 +128,7 @@ class Report:
     protected: ProtectedSet
     oracle_changes: tuple[OracleChange, ...] = ()
     mode: Mode = "local"
+    statement: Signing = LOCAL_SIGNING
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -140,6 +159,7 @@ class Report:
                 else [{"path": c.path, "status": c.status} for c in self.changed],
                 "protected": self.protected.sorted_entries(),
                 "oracle_changes": [c.to_json() for c in self.oracle_changes],
+                "statement": self.statement.to_json(),
             }
         )
 
@@ -243,6 +263,8 @@ def console_lines(report: Report) -> list[str]:
     for row in (SUMMARY_HEADER, *rows):
         lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     lines.append(f"verdict   {report.verdict.label.value}")
+    if report.mode == "trusted":
+        lines.append(f"statement {report.statement.line()}")
     if report.mode == "local":
         lines.append(f"advisory  local mode: {ADVISORY}")
     # Paths, messages, names are the change's own text: each line stays one visible line, so none can
@@ -327,6 +349,8 @@ def markdown(report: Report) -> str:
     out = [f"## epoch_gate: **{label}**", ""]
     if report.mode == "local":
         out += [f"> **Advisory (local mode)**: {ADVISORY}.", ""]
+    else:
+        out += [f"Statement: {_cell(report.statement.line())}.", ""]
     out += ["| " + " | ".join(SUMMARY_HEADER) + " |", "|---" * len(SUMMARY_HEADER) + "|"]
     out += [f"| {_cell(a)} | **{v}** | {_code(e)} | {_code(m)} |" for a, v, e, m in summary_rows(report)]
     out.append("")

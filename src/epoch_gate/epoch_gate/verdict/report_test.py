@@ -96,13 +96,16 @@ def test_console_prints_the_three_identities_and_every_reason() -> None:
     assert lines.endswith("verdict   closed\nadvisory  local mode: " + report.ADVISORY)
 
 
-def test_local_mode_is_advisory_and_trusted_mode_says_nothing_more() -> None:
+def test_local_mode_is_advisory_and_trusted_mode_says_whether_its_statement_is_signed() -> None:
     local = sample_report()
-    trusted = dataclasses.replace(local, mode="trusted")
+    trusted = dataclasses.replace(local, mode="trusted", statement=report.Signing(True, "9" * 64))
     assert json.loads(local.to_bytes())["mode"] == "local" and json.loads(trusted.to_bytes())["mode"] == "trusted"
+    assert json.loads(trusted.to_bytes())["statement"] == {"signed": True, "keyid": "9" * 64}
+    assert json.loads(local.to_bytes())["statement"] == {"signed": False, "why": "local mode writes no statement"}
     assert report.markdown(local).startswith("## epoch_gate: **closed**\n\n> **Advisory (local mode)**: judged ")
     assert "Advisory" not in report.markdown(trusted)
-    assert report.console_lines(trusted)[-1] == "verdict   closed"
+    assert f"Statement: signed with the key {'9' * 64}." in report.markdown(trusted)
+    assert report.console_lines(trusted)[-2:] == ["verdict   closed", f"statement signed with the key {'9' * 64}"]
     with pytest.raises(ValueError):
         dataclasses.replace(local, mode="ci")
 

@@ -1,0 +1,155 @@
+"""The statement in a DSSE envelope, signed with Ed25519 (https://github.com/secure-systems-lab/dsse).
+
+The signature is over the spec's pre-authentication encoding of the payload type and the payload's bytes,
+so neither can be swapped for another. Keys are Ed25519: a private key as PKCS#8 PEM (what `openssl genpkey
+-algorithm ed25519` writes) or its 32-byte seed in hex; a public key as SubjectPublicKeyInfo PEM (`openssl
+pkey -pubout`) or its 32 bytes in hex. `cryptography` (the Python Cryptographic Authority's, on OpenSSL)
+does the primitive: a maintained library, already a wheel on every platform Pants runs on; in-toto's and
+securesystemslib's signers add key formats and a dependency tree the gate does not need.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Union
+
+import os
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_private_key,
+    load_pem_public_key,
+)
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+ENVELOPE_FILE = "statement.intoto.dsse.json"
+MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+
+
+class KeyUnusable(ValueError):
+    """A key that cannot be read, saying why (never the key's bytes)."""
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSEv1's pre-authentication encoding: what is signed."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def _hex_key(text: bytes) -> Optional[bytes]:
+    stripped = text.strip()
+    if len(stripped) != 64:
+        return None
+    try:
+        return binascii.unhexlify(stripped)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def load_private_key(data: bytes) -> Ed25519PrivateKey:
+    seed = _hex_key(data)
+    if seed is not None:
+        return Ed25519PrivateKey.from_private_bytes(seed)
+    try:
+        key = load_pem_private_key(data.strip(), password=None)
+    except (ValueError, TypeError) as error:
+        raise KeyUnusable(f"not an unencrypted PKCS#8 PEM key or 64 hex digits ({type(error).__name__})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
+    return key
+
+
+def load_public_key(data: bytes) -> Ed25519PublicKey:
+    raw = _hex_key(data)
+    if raw is not None:
+        try:
+            return Ed25519PublicKey.from_public_bytes(raw)
+        except ValueError:
+            raise KeyUnusable("64 hex digits that are no Ed25519 public key") from None
+    try:
+        key = load_pem_public_key(data.strip())
+    except (ValueError, TypeError) as error:
+        raise KeyUnusable(f"not a PEM public key or 64 hex digits ({type(error).__name__})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
+    return key
+
+
+def key_id(public: Ed25519PublicKey) -> str:
+    """The sha256 of the public key's raw bytes: names the key, and says nothing of the private one."""
+    return hashlib.sha256(public.public_bytes(Encoding.Raw, PublicFormat.Raw)).hexdigest()
+
+
+def sign(payload: bytes, key: Ed25519PrivateKey, payload_type: str = PAYLOAD_TYPE) -> bytes:
+    """The envelope's bytes: the payload, its type and one signature over their encoding."""
+    envelope = {
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "payloadType": payload_type,
+        "signatures": [
+            {"keyid": key_id(key.public_key()), "sig": base64.b64encode(key.sign(pae(payload_type, payload))).decode()}
+        ],
+    }
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+@dataclass(frozen=True)
+class Opened:
+    payload: bytes
+    keyid: str
+
+
+def open_envelope(data: bytes, public: Ed25519PublicKey) -> Union[Opened, str]:
+    """The payload, when a signature of `public` holds over it; else why not."""
+    if len(data) > MAX_ENVELOPE_BYTES:
+        return f"an envelope of over {MAX_ENVELOPE_BYTES} bytes"
+    try:
+        envelope: Any = json.loads(data)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    if not (
+        isinstance(envelope, dict)
+        and isinstance(envelope.get("payload"), str)
+        and isinstance(envelope.get("payloadType"), str)
+        and isinstance(envelope.get("signatures"), list)
+    ):
+        return "not a DSSE envelope (payload, payloadType, signatures)"
+    if envelope["payloadType"] != PAYLOAD_TYPE:
+        return f"the payload type is {envelope['payloadType'][:80]!r}, not {PAYLOAD_TYPE}"
+    try:
+        payload = base64.b64decode(envelope["payload"], validate=True)
+    except (binascii.Error, ValueError):
+        return "the payload is not base64"
+    encoded = pae(envelope["payloadType"], payload)
+    for signature in envelope["signatures"]:
+        if not isinstance(signature, dict) or not isinstance(signature.get("sig"), str):
+            continue
+        try:
+            public.verify(base64.b64decode(signature["sig"], validate=True), encoded)
+        except (InvalidSignature, binascii.Error, ValueError):
+            continue
+        return Opened(payload, key_id(public))
+    return f"no signature of the key {key_id(public)[:16]} holds over the payload"
+
+
+def signing_key(env: str, file: Optional[str], environ: Mapping[str, str]) -> tuple[Optional[Ed25519PrivateKey], str]:
+    """The statement's signing key from the file, or else the variable (`[gate].statement_key_file`,
+    `[gate].statement_key_env`): the key, or None and why none (empty: none is configured)."""
+    source = file or f"${env}"
+    try:
+        data = Path(file).read_bytes() if file else os.fsencode(environ.get(env, ""))
+    except OSError as error:
+        return None, f"{source} cannot be read ({type(error).__name__})"
+    if not data.strip():
+        return None, f"{source} is empty" if file else ""
+    try:
+        return load_private_key(data), ""
+    except KeyUnusable as error:
+        return None, f"{source} holds {error}"
