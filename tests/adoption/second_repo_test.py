@@ -131,6 +131,23 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     assert runs[0]["name"] == "Fetch the pull request as data" and "refs/pull/$PR/head" in runs[0]["run"]
     assert runs[1]["run"] == 'pants --no-pantsd --no-pantsrc gate --gate-candidate="$CANDIDATE" ::'
     assert runs[1]["env"]["EPOCH_GATE_HELD_OUT_KEY"] == "${{ secrets.EPOCH_GATE_HELD_OUT_KEY }}"
+    assert runs[1]["env"]["EPOCH_GATE_STATEMENT_KEY"] == "${{ secrets.EPOCH_GATE_STATEMENT_KEY }}"
+    # Keyless too: actions/attest signs the statement's predicate with the workflow's identity, and the
+    # verify job requires a verified PASSED one about the head commit before anything merges.
+    assert workflow["jobs"]["gate"]["permissions"] == {"contents": "read", "id-token": "write", "attestations": "write"}
+    attest = next(s for s in steps if s.get("uses", "").startswith("actions/attest@"))
+    assert attest["with"] == {
+        "subject-path": "dist/gate/report.json",
+        "predicate-type": "https://slsa.dev/verification_summary/v1",
+        "predicate-path": "${{ runner.temp }}/predicate.json",
+    }
+    verify = workflow["jobs"]["verify"]
+    assert verify["needs"] == "gate" and verify["permissions"] == {"contents": "read", "attestations": "read"}
+    (check,) = [s for s in verify["steps"] if "run" in s]
+    assert check["run"].startswith("gh attestation verify gate/report.json --repo \"$GITHUB_REPOSITORY\"")
+    for required in ("--predicate-type https://slsa.dev/verification_summary/v1", "--signer-workflow", '"PASSED"'):
+        assert required in check["run"]
+    assert 'endswith("@" + env.CANDIDATE)' in check["run"]
     # The install step as written, with `sudo` recording what it would run and the provisioned bubblewrap
     # as the one it installs: its own check must start a jail.
     shims = tmp_path / "shims"
@@ -156,6 +173,7 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
             **{k: str(v) for k, v in step.get("env", {}).items()},
             "GITHUB_STEP_SUMMARY": str(summary),
             "CANDIDATE": candidate,
+            "RUNNER_TEMP": str(tmp_path),
         }
         outputs.append(adopted.sh(step["run"], env=env))
     gate = outputs[0]
@@ -169,6 +187,8 @@ def test_the_github_workflow_is_valid_and_its_steps_do_what_the_docs_say(adopted
     assert "::error file=checks/shop_properties.py,title=epoch_gate protected-path-changed::" in gate.stdout
     assert "::error file=checks/catalog.yaml,title=epoch_gate protected-path-changed::" in gate.stdout
     assert all(done.returncode == 0 for done in outputs[1:])
+    predicate = json.loads((tmp_path / "predicate.json").read_text())  # what actions/attest signs
+    assert predicate == json.loads(adopted.read("dist/gate/statement.intoto.json"))["predicate"]
     assert summary.read_text() == adopted.read("dist/gate/report.md")
     assert "## epoch_gate: **closed**" in summary.read_text()
 

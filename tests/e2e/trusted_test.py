@@ -15,7 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from epoch_gate.cli.main import main
 from tests.e2e.repo import GateRun, Repo, pants_env
 
 REFUND_BUG = (
@@ -495,3 +498,32 @@ def test_an_honest_candidate_is_eligible_and_the_readmes_ci_command_judges_it_ag
     counters = dict(re.findall(r"^\s+(\w+): (\d+)$", again.stderr, re.M))
     assert int(counters["local_execution_requests"]) == len(executed), counters
     assert int(counters["local_cache_requests_cached"]) >= 3, counters  # generator, requirements, replay
+
+
+def test_a_signed_statement_verifies_for_the_candidate_and_a_failed_one_does_not(
+    example: Repo, judge: Repo, tmp_path: Path
+) -> None:
+    """With CI's signing key (without pantsd, as CI runs it) the statement is also written in a DSSE
+    envelope; `epoch-gate verify-statement` passes the honest candidate's against its commit, refuses it
+    against another commit, and refuses the refund bug's FAILED one."""
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    public = tmp_path / "statement.pub"
+    public.write_bytes(key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    envelope = judge.root / "dist" / "gate" / "statement.intoto.dsse.json"
+
+    def verified(commit: str, *required: str) -> int:
+        levels = [a for level in required for a in ("--require-level", level)]
+        return main(["verify-statement", str(envelope), "--public-key", str(public), "--commit", commit, *levels])
+
+    honest = example.candidate("honest-signed", files={"src/orders/orders/notes.py": '"""Signed notes."""\n'})
+    run = judge.gate("--no-pantsd", f"--gate-candidate={honest}", env={"EPOCH_GATE_STATEMENT_KEY": pem})
+    assert run.verdict == "eligible" and run.report["statement"]["signed"] is True, run.stdout
+    assert pem.splitlines()[1] not in run.stdout + run.stderr + json.dumps(run.report)
+    assert verified(honest, "EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED") == 0
+    assert verified(example.git("rev-parse", "main")) == 1
+
+    bug = example.candidate("refund-bug-signed", REFUND_BUG)
+    failed = judge.gate("--no-pantsd", f"--gate-candidate={bug}", env={"EPOCH_GATE_STATEMENT_KEY": pem})
+    assert_property_failed(failed)
+    assert verified(bug) == 1
