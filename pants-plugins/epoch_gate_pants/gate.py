@@ -265,6 +265,18 @@ def _signing_key(
     return None, Signing(False, why=why), [refusal]
 
 
+def _jailed_key(
+    gate: GateSubsystem, setup: _SetUp, jail: Jail
+) -> tuple[Optional[Ed25519PrivateKey], Signing, list[Reason]]:
+    """The signing key only for a run whose replays were jailed: unjailed (`unsafe_allow_unjailed_verdict`),
+    the candidate's code ran beside the gate, where it could read the gate's environment and files."""
+    if setup.signing_key is None or jail.isolation.jailed:
+        return setup.signing_key, setup.signing, []
+    why = "the replays ran outside the jail, where the candidate's code could read the key: rotate it, and sign only jailed runs"
+    source = gate.statement_key_file or f"${gate.statement_key_env}"
+    return None, Signing(False, why=why), [Reason(Code.STATEMENT_KEY_UNUSABLE, source, "a jailed run", "unjailed", why)]
+
+
 def _base_reader(root: Path, base: Optional[str], pins: set[str]) -> Optional[Callable[[str], Optional[bytes]]]:
     """Files at the base: every suite's pin read in one batch up front (the judge reads them all on every
     run, and a git process per suite would dominate a no-op gate over hundreds of suites), others one by one."""
@@ -495,6 +507,7 @@ def _change_facts(
     archive: tuple[Observation, ...],
     freezes: tuple[Freeze, ...],
     found: tuple[Reason, ...],
+    statement: Signing,
 ) -> ChangeFacts:
     return ChangeFacts(
         mode="trusted" if gate.candidate else "local",
@@ -509,7 +522,7 @@ def _change_facts(
         freezes_dir=gate.freezes_dir,
         out=out,
         findings=(*setup.findings, *found),
-        statement=setup.signing,
+        statement=statement,
     )
 
 
@@ -544,9 +557,10 @@ async def run_gate(
     wanted, fallback = _output_paths(setup.root, gate, dist_dir, global_options)
     out_or_none, unsafe = output_folder(setup.root, wanted, fallback)
     out = out_or_none or wanted
-    found = (*evidence_reasons, *tree_reasons, *unsafe)
+    key, signing, exposed = _jailed_key(gate, setup, jail)
+    found = (*evidence_reasons, *tree_reasons, *unsafe, *exposed)
     judgement = judge(
-        _change_facts(gate, setup, protected, repository, out, tuple(archive), tuple(freezes), found),
+        _change_facts(gate, setup, protected, repository, out, tuple(archive), tuple(freezes), found, signing),
         _suite_facts(repository, jail.description, setup.held_out_why, setup.properties_why, run_id),
         read_base=_base_reader(setup.root, setup.change.base, {s.oracle.pin for s in repository.suites if s.oracle}),
         read_change=setup.change.reader(setup.root),
@@ -558,7 +572,7 @@ async def run_gate(
         tree,
         time=datetime.datetime.now(datetime.timezone.utc),
         root=setup.root,
-        key=setup.signing_key,
+        key=key,
     )
     if out_or_none is not None:
         await _write(workspace, out, files)

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from epoch_gate.evidence.hashing import canonical_json, canonical_sha256
+from epoch_gate.change.tree import repository_url
 from epoch_gate.verdict import dsse
 from epoch_gate.verdict.verify_statement import Expected, verify
 from epoch_gate.reasons import EvidenceError
@@ -538,19 +539,17 @@ def test_trusted_mode_signs_its_statement_with_the_key(repo: GateRepo) -> None:
         isinstance(opened, dsse.Opened)
         and opened.payload == repo.root.joinpath("dist/gate/statement.intoto.json").read_bytes()
     )
-    assert (
-        verify(envelope, key.public_key(), Expected(commit, now, levels=("EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED")))[
-            0
-        ]
-        == []
-    )
+    assert verify(envelope, key.public_key(), Expected(repository_url(repo.root), commit, now))[0] == []
     assert pem.splitlines()[1] not in run.stdout + run.stderr + json.dumps(run.report)
 
     bug = repo.candidate("refund-bug", {REFUND_BUG[0]: buggy_product(repo)})
     failed = repo.gate("--no-pantsd", f"--gate-candidate={bug}", env=signing)
     assert failed.verdict == "closed"
     envelope = (repo.root / "dist/gate/statement.intoto.dsse.json").read_bytes()
-    assert [r.check for r in verify(envelope, key.public_key(), Expected(bug, now))[0]] == ["result", "levels"]
+    assert [r.check for r in verify(envelope, key.public_key(), Expected(repository_url(repo.root), bug, now))[0]] == [
+        "result",
+        "levels",
+    ]
 
     unsigned = repo.gate(f"--gate-candidate={commit}")
     assert unsigned.report["statement"] == {
@@ -585,6 +584,18 @@ def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_acc
     statement = json.loads(repo.read("dist/gate/statement.intoto.json"))
     assert statement["predicate"]["verifiedLevels"] == ["EPOCH_GATE_ELIGIBLE"]
     assert statement["predicate"]["policy"]["annotations"]["checks:props.isolation"] == isolation
+    # A signing key given to an unjailed run was within the candidate's reach: never used, and it closes
+    key = Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    exposed = repo.gate(
+        "--no-pantsd",
+        f"--gate-candidate={commit}",
+        "--gate-unsafe-allow-unjailed-verdict",
+        jailed=False,
+        env={"EPOCH_GATE_STATEMENT_KEY": key},
+    )
+    assert [(r["code"], r["found"]) for r in exposed.report["reasons"]] == [("statement-key-unusable", "unjailed")]
+    assert exposed.report["statement"]["signed"] is False
+    assert not (repo.root / "dist/gate/statement.intoto.dsse.json").exists()
 
 
 def test_trusted_mode_never_loads_a_candidates_build_file(repo: GateRepo) -> None:

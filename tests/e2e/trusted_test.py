@@ -18,6 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
+from epoch_gate.change.tree import repository_url
 from epoch_gate.cli.main import main
 from tests.e2e.repo import GateRun, Repo, pants_env
 
@@ -513,8 +514,9 @@ def test_a_signed_statement_verifies_for_the_candidate_and_a_failed_one_does_not
     envelope = judge.root / "dist" / "gate" / "statement.intoto.dsse.json"
 
     def verified(commit: str, *required: str) -> int:
+        given = ["--public-key", str(public), "--repository", repository_url(judge.root), "--commit", commit]
         levels = [a for level in required for a in ("--require-level", level)]
-        return main(["verify-statement", str(envelope), "--public-key", str(public), "--commit", commit, *levels])
+        return main(["verify-statement", str(envelope), *given, *levels])
 
     honest = example.candidate("honest-signed", files={"src/orders/orders/notes.py": '"""Signed notes."""\n'})
     run = judge.gate("--no-pantsd", f"--gate-candidate={honest}", env={"EPOCH_GATE_STATEMENT_KEY": pem})

@@ -233,6 +233,7 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
     if args.require_level:
         given["levels"] = tuple(args.require_level)
     expected = Expected(
+        repository=args.repository,
         commit=args.commit,
         now=datetime.datetime.now(datetime.timezone.utc),
         tree=args.tree,
@@ -357,12 +358,17 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("envelope", help="the DSSE envelope (statement.intoto.dsse.json)")
     check.add_argument("--public-key", required=True, help="the signer's Ed25519 public key (PEM, or 64 hex digits)")
+    check.add_argument(
+        "--repository", required=True, help="the repository as the statement names it (git+<repository>@<commit>)"
+    )
     check.add_argument("--commit", required=True, type=_object_id, help="the commit the verdict must be about")
     check.add_argument("--tree", type=_object_id, help="the tree the subject must name (gitTree)")
     check.add_argument("--verifier-id", help="the verifier's id to require (the gate's own: pkg:generic/epoch-gate)")
     check.add_argument("--policy-uri", help="the policy (git+<repository>@<oracle commit>) to require")
     check.add_argument(
-        "--require-level", action="append", help="a verifiedLevels entry to require (repeat; EPOCH_GATE_ELIGIBLE)"
+        "--require-level",
+        action="append",
+        help="a verifiedLevels entry to require (repeat; EPOCH_GATE_ELIGIBLE and EPOCH_GATE_JAILED by default)",
     )
     check.add_argument("--max-age-hours", type=_hours, default=24.0, help="how old timeVerified may be (24)")
     check.set_defaults(run=cmd_verify_statement)

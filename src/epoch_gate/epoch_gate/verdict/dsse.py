@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Union
 import os
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.serialization import (
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ENVELOPE_FILE = "statement.intoto.dsse.json"
 MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+MAX_SIGNATURES = 8  # each is checked over the whole payload: a verifier's time stays bounded
 
 
 class KeyUnusable(ValueError):
@@ -54,13 +55,21 @@ def _hex_key(text: bytes) -> Optional[bytes]:
         return None
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook: a key given twice is refused (two readers could keep different ones)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a key given twice")
+    return found
+
+
 def load_private_key(data: bytes) -> Ed25519PrivateKey:
     seed = _hex_key(data)
     if seed is not None:
         return Ed25519PrivateKey.from_private_bytes(seed)
     try:
         key = load_pem_private_key(data.strip(), password=None)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
         raise KeyUnusable(f"not an unencrypted PKCS#8 PEM key or 64 hex digits ({type(error).__name__})") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
@@ -76,7 +85,7 @@ def load_public_key(data: bytes) -> Ed25519PublicKey:
             raise KeyUnusable("64 hex digits that are no Ed25519 public key") from None
     try:
         key = load_pem_public_key(data.strip())
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
         raise KeyUnusable(f"not a PEM public key or 64 hex digits ({type(error).__name__})") from None
     if not isinstance(key, Ed25519PublicKey):
         raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
@@ -111,9 +120,9 @@ def open_envelope(data: bytes, public: Ed25519PublicKey) -> Union[Opened, str]:
     if len(data) > MAX_ENVELOPE_BYTES:
         return f"an envelope of over {MAX_ENVELOPE_BYTES} bytes"
     try:
-        envelope: Any = json.loads(data)
+        envelope: Any = json.loads(data, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):
-        return "not JSON"
+        return "not JSON with each key once"
     if not (
         isinstance(envelope, dict)
         and isinstance(envelope.get("payload"), str)
@@ -127,9 +136,13 @@ def open_envelope(data: bytes, public: Ed25519PublicKey) -> Union[Opened, str]:
         payload = base64.b64decode(envelope["payload"], validate=True)
     except (binascii.Error, ValueError):
         return "the payload is not base64"
-    encoded = pae(envelope["payloadType"], payload)
+    if len(envelope["signatures"]) > MAX_SIGNATURES:
+        return f"over {MAX_SIGNATURES} signatures"
+    encoded, wanted = pae(envelope["payloadType"], payload), key_id(public)
     for signature in envelope["signatures"]:
         if not isinstance(signature, dict) or not isinstance(signature.get("sig"), str):
+            continue
+        if signature.get("keyid", wanted) not in ("", wanted):  # DSSE's keyid is a hint: another key's
             continue
         try:
             public.verify(base64.b64decode(signature["sig"], validate=True), encoded)

@@ -15,28 +15,30 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from epoch_gate.verdict.attestation import (
     ELIGIBLE_LEVEL,
+    JAILED_LEVEL,
     POLICY_NAME,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     SUBJECT_NAME,
     VERIFIER_ID,
 )
-from epoch_gate.verdict.dsse import open_envelope
+from epoch_gate.verdict.dsse import unique_keys, open_envelope
 
 CLOCK_SKEW = datetime.timedelta(minutes=5)  # a statement a little in the future is another clock's, not forged
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
 
 
 @dataclass(frozen=True)
 class Expected:
     """What the consumer requires of the statement."""
 
+    repository: str  # as the statement's URIs name it (`git+<repository>@...`): a key may sign for several
     commit: str
     now: datetime.datetime
     tree: Optional[str] = None
     verifier_id: str = VERIFIER_ID
     policy_uri: Optional[str] = None  # `git+<repository>@<oracle commit>`: the oracle that judged, when required
-    levels: tuple[str, ...] = (ELIGIBLE_LEVEL,)
+    levels: tuple[str, ...] = (ELIGIBLE_LEVEL, JAILED_LEVEL)
     max_age: datetime.timedelta = datetime.timedelta(hours=24)
 
 
@@ -70,12 +72,16 @@ def _subject(statement: Any, expected: Expected) -> list[Refusal]:
     if not isinstance(digest, dict):
         return [Refusal("subject", f"one subject named {SUBJECT_NAME} with a digest", _text(subjects))]
     refusals = []
-    uri = _at(statement, "predicate", "resourceUri")
-    commit = uri.rpartition("@")[2] if isinstance(uri, str) and "@" in uri else None
-    if commit != expected.commit or digest.get("gitCommit", expected.commit) != expected.commit:
-        refusals.append(Refusal("commit", expected.commit, f"{commit} (gitCommit {digest.get('gitCommit')})"))
+    uri, wanted = _at(statement, "predicate", "resourceUri"), f"git+{expected.repository}@{expected.commit}"
+    if uri != wanted or digest.get("gitCommit", expected.commit) != expected.commit:
+        refusals.append(Refusal("commit", wanted, f"{_text(uri)} (gitCommit {digest.get('gitCommit')})"))
     if expected.tree is not None and digest.get("gitTree") != expected.tree:
         refusals.append(Refusal("tree", expected.tree, _text(digest.get("gitTree"))))
+    elif expected.tree is None and expected.policy_uri is None and "gitCommit" not in digest:
+        # The commit merged into the trusted ref: which tree, under which oracle, only these can say
+        refusals.append(
+            Refusal("tree", "--tree or --policy-uri for a statement about a merge", _text(digest.get("gitTree")))
+        )
     return refusals
 
 
@@ -100,7 +106,7 @@ def verify(envelope: bytes, public: Ed25519PublicKey, expected: Expected) -> tup
     if isinstance(opened, str):
         return [Refusal("signature", "a DSSE envelope signed by the given key", opened)], ""
     try:
-        statement = json.loads(opened.payload)
+        statement = json.loads(opened.payload, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError):
         return [Refusal("statement", "an in-toto Statement (JSON)", "a payload that is not JSON")], opened.keyid
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
@@ -113,14 +119,15 @@ def verify(envelope: bytes, public: Ed25519PublicKey, expected: Expected) -> tup
     if _at(predicate, "verifier", "id") != expected.verifier_id:
         refusals.append(Refusal("verifier", expected.verifier_id, _text(_at(predicate, "verifier", "id"))))
     policy = (_at(predicate, "policy", "name"), _at(predicate, "policy", "uri"))
-    if policy[0] != POLICY_NAME or (expected.policy_uri is not None and policy[1] != expected.policy_uri):
-        wanted = f"{POLICY_NAME} at {expected.policy_uri or 'any uri'}"
+    ours = isinstance(policy[1], str) and policy[1].startswith(f"git+{expected.repository}@")
+    if policy[0] != POLICY_NAME or not ours or (expected.policy_uri is not None and policy[1] != expected.policy_uri):
+        wanted = f"{POLICY_NAME} at {expected.policy_uri or f'git+{expected.repository}@<commit>'}"
         refusals.append(Refusal("policy", wanted, f"{_text(policy[0])} at {_text(policy[1])}"))
     if _at(predicate, "verificationResult") != "PASSED":
         refusals.append(Refusal("result", "PASSED", _text(_at(predicate, "verificationResult"))))
     levels = _at(predicate, "verifiedLevels")
-    missing = [level for level in expected.levels if not isinstance(levels, list) or level not in levels]
-    if missing:
+    plain = isinstance(levels, list) and all(isinstance(level, str) for level in levels) and "FAILED" not in levels
+    if not plain or any(level not in levels for level in expected.levels):
         refusals.append(Refusal("levels", ", ".join(expected.levels), _text(levels)))
     refusals += _age(predicate, expected)
     return refusals, opened.keyid

@@ -24,6 +24,7 @@ from epoch_gate.verdict import dsse
 from epoch_gate.verdict.verify_statement import Expected, verify
 
 COMMIT, TREE = "c" * 40, "7" * 40
+REPOSITORY = "https://example.invalid/repo"
 NOW = datetime.datetime(2026, 12, 7, 20, 0, tzinfo=datetime.timezone.utc)
 KEY = Ed25519PrivateKey.generate()
 
@@ -53,14 +54,18 @@ def signed(value: Any, key: Ed25519PrivateKey = KEY) -> bytes:
     return dsse.sign(json.dumps(value).encode(), key)
 
 
+def expect(**given: Any) -> Expected:
+    return Expected(**{"repository": REPOSITORY, "commit": COMMIT, "now": NOW, "tree": TREE, **given})
+
+
 def refused(envelope: bytes, **expected: Any) -> list[str]:
-    refusals, _ = verify(envelope, KEY.public_key(), Expected(**{"commit": COMMIT, "now": NOW, **expected}))
+    refusals, _ = verify(envelope, KEY.public_key(), expect(**expected))
     return [r.check for r in refusals]
 
 
 def test_a_signed_passing_statement_verifies() -> None:
     envelope = signed(statement())
-    refusals, keyid = verify(envelope, KEY.public_key(), Expected(COMMIT, NOW, tree=TREE))
+    refusals, keyid = verify(envelope, KEY.public_key(), expect())
     assert refusals == [] and keyid == dsse.key_id(KEY.public_key())
     opened = dsse.open_envelope(envelope, KEY.public_key())
     assert isinstance(opened, dsse.Opened) and json.loads(opened.payload) == statement()
@@ -89,6 +94,17 @@ def _flip(envelope: bytes, field: str, at: int = 10) -> bytes:
         (lambda: signed(statement(), Ed25519PrivateKey.generate()), ["signature"]),
         (lambda: signed(statement(verificationResult="FAILED", verifiedLevels=["FAILED"])), ["result", "levels"]),
         (lambda: signed(statement(verifiedLevels=["EPOCH_GATE_ELIGIBLE"])), ["levels"]),
+        (lambda: signed(statement(verifiedLevels=["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", "FAILED"])), ["levels"]),
+        (lambda: signed(statement(verifiedLevels=["EPOCH_GATE_ELIGIBLE", "EPOCH_GATE_JAILED", 1])), ["levels"]),
+        (lambda: signed(statement(resourceUri=f"git+https://elsewhere.invalid/repo@{COMMIT}")), ["commit"]),
+        (
+            lambda: signed(statement(policy={"name": "epoch_gate oracle", "uri": "git+https://elsewhere.invalid/r@o"})),
+            ["policy"],
+        ),
+        (
+            lambda: dsse.sign(json.dumps(statement()).replace('"_type"', '"_type": "x", "_type"', 1).encode(), KEY),
+            ["statement"],
+        ),
         (lambda: signed(statement(timeVerified="2026-12-01T19:00:00Z")), ["age"]),
         (lambda: signed(statement(timeVerified="2026-12-08T19:00:00Z")), ["age"]),
         (lambda: signed(statement(timeVerified="yesterday")), ["age"]),
@@ -111,12 +127,29 @@ def test_a_subject_of_another_commit_or_tree_is_refused() -> None:
     assert refused(signed(merged_from_head)) == ["commit"]
     assert refused(signed(statement()), tree="8" * 40) == ["tree"]
     assert refused(signed(statement()), policy_uri="git+https://example.invalid/repo@" + "p" * 40) == ["policy"]
+    # A statement about a merge says which tree only: the consumer names it, or the oracle it expects
+    assert refused(signed(statement()), tree=None) == ["tree"]
+    assert refused(signed(statement()), tree=None, policy_uri="git+https://example.invalid/repo@" + "o" * 40) == []
+    head = statement()
+    head["subject"][0]["digest"] = {"gitCommit": COMMIT, "gitTree": TREE}
+    assert refused(signed(head), tree=None) == []
+
+
+def test_an_envelope_of_many_signatures_or_another_keys_is_refused() -> None:
+    raw = json.loads(signed(statement()))
+    raw["signatures"] = raw["signatures"] * (dsse.MAX_SIGNATURES + 1)
+    assert refused(json.dumps(raw).encode()) == ["signature"]
+    raw = json.loads(signed(statement()))
+    raw["signatures"][0]["keyid"] = "0" * 64  # a hint naming another key: not this key's signature
+    assert refused(json.dumps(raw).encode()) == ["signature"]
+    raw["signatures"][0].pop("keyid")  # no hint: tried
+    assert refused(json.dumps(raw).encode()) == []
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=400) | st.text(max_size=200).map(str.encode))
 def test_no_envelope_ends_in_a_traceback(data: bytes) -> None:
-    refusals, _ = verify(data, KEY.public_key(), Expected(COMMIT, NOW))
+    refusals, _ = verify(data, KEY.public_key(), expect())
     assert refusals and refusals[0].check == "signature"
 
 
@@ -154,13 +187,16 @@ def test_the_command_verifies_and_refuses(tmp_path: Path, capsys: pytest.Capture
     envelope = tmp_path / "statement.intoto.dsse.json"
     fresh = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     envelope.write_bytes(signed(statement(timeVerified=fresh)))
-    args = ["verify-statement", str(envelope), "--public-key", str(public), "--commit", COMMIT]
+    args = ["verify-statement", str(envelope), "--public-key", str(public), "--repository", REPOSITORY]
+    args += ["--tree", TREE, "--commit", COMMIT]
     assert main(args) == 0
-    assert capsys.readouterr().out.startswith(f"verified  PASSED for {COMMIT} at EPOCH_GATE_ELIGIBLE, signed by")
+    assert capsys.readouterr().out.startswith(
+        f"verified  PASSED for {COMMIT} at EPOCH_GATE_ELIGIBLE, EPOCH_GATE_JAILED, signed by"
+    )
     assert main([*args, "--require-level", "EPOCH_GATE_HELD_OUT"]) == 1
     assert capsys.readouterr().err.startswith("refused   levels: expected EPOCH_GATE_HELD_OUT; found [")
     assert main([*args[:-1], "d" * 40]) == 1
-    assert "refused   commit: expected " + "d" * 40 in capsys.readouterr().err
+    assert f"refused   commit: expected git+{REPOSITORY}@{'d' * 40}; found " in capsys.readouterr().err
     public.write_text("not a key")
     assert main(args) == 1
     assert capsys.readouterr().err.startswith("refused   key: expected an Ed25519 public key")
