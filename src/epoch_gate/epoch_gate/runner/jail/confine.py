@@ -195,6 +195,16 @@ def _state(pid: int) -> bytes:
         return b"X"
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time the process has used so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _tmp_bytes(tree: list[tuple[int, int]], own: int) -> int:
     """What the children's jails hold in their /tmp (each a tmpfs of its own: memory), read through a
     process of each jail; the runner's own /tmp (device `own`) is not theirs."""
@@ -279,6 +289,9 @@ class Watch:
         self.exceeded: Optional[str] = None
         self.fault = False  # what it saw is the host's, not the product's (`Limits.host_reserve`)
         self.kept = bytearray()
+        # The most CPU time one process of the tree was seen to have used: RLIMIT_CPU is per process, and
+        # the kernel's account of a killed jail's processes can fall short of it under load
+        self.cpu_seen = 0.0
         self._output = output
         self._reaped = False  # the child's group id is free for reuse: never kill by it again
         self._done = threading.Event()
@@ -333,6 +346,7 @@ class Watch:
         while not self._done.wait(POLL_SECONDS):
             tree = _tree(me)
             now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
+            self.cpu_seen = max([self.cpu_seen, *(_cpu_seconds(pid) for pid, _ in tree)])
             available = _available()
             if sum(threads for _, threads in tree) > self.limits.processes:
                 self.over(self.limits.process_limit())

@@ -598,3 +598,17 @@ def test_a_host_short_of_memory_stops_the_replay_as_a_fault(tmp_path: Path) -> N
         "replay-failed",
         f"the product went over {limits.host_limit()}{FAULT}",
     )
+
+
+@pytest.mark.skipif(not BWRAP, reason="EPOCH_GATE_BWRAP names no bubblewrap ([test].extra_env_vars)")
+def test_a_cpu_limit_is_named_on_what_the_watch_saw_when_the_kernels_account_falls_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load the kernel's account of a killed jail's processes has fallen short of the limit (CI): the
+    watch's own samples of each process's CPU time still show it, so the limit is named, not a fault."""
+    from epoch_gate.runner.judge import channel
+
+    monkeypatch.setattr(channel, "_cpu_seconds_of", lambda pid: 0.0)
+    monkeypatch.setattr(channel, "_children_cpu_seconds", lambda: 0.0)
+    detail = replay(tmp_path, "computes", jail=ChildJail(BWRAP)).detail
+    assert detail == "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"

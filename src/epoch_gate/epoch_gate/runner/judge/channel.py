@@ -289,7 +289,7 @@ class Channel:
         # processes used; the exit status alone is the product's to choose.
         if (
             signal_number in (signal.SIGXCPU, signal.SIGKILL)
-            and self._cpu_seconds >= self._limits.cpu_seconds * CPU_ACCOUNTED
+            and max(self._cpu_seconds, self._watch.cpu_seen) >= self._limits.cpu_seconds * CPU_ACCOUNTED
         ):
             return Code.REPLAY_FAILED, f"the product went over {self._limits.cpu_limit()}", False
         if status == EXIT_MEMORY:  # the child's word: a MemoryError under the address-space limit
