@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Optional
@@ -195,8 +196,14 @@ def _state(pid: int) -> bytes:
         return b"X"
 
 
-def _cpu_seconds(pid: int) -> float:
-    """The CPU time the process has used so far (0 when it is gone)."""
+def cpu_seconds(pid: int) -> float:
+    """The CPU time the process (all its threads) has used so far, dead or alive until it is reaped, 0 when
+    it is gone: its CPU clock, the very count RLIMIT_CPU is checked against (`clock_getcpuclockid`'s id:
+    CPUCLOCK_SCHED of the process), else /proc's tick-sampled account."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except (OSError, OverflowError):
+        pass
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
@@ -346,7 +353,7 @@ class Watch:
         while not self._done.wait(POLL_SECONDS):
             tree = _tree(me)
             now_stopped = {pid for pid, _ in tree if _state(pid) in (b"T", b"t")}
-            self.cpu_seen = max([self.cpu_seen, *(_cpu_seconds(pid) for pid, _ in tree)])
+            self.cpu_seen = max([self.cpu_seen, *(cpu_seconds(pid) for pid, _ in tree)])
             available = _available()
             if sum(threads for _, threads in tree) > self.limits.processes:
                 self.over(self.limits.process_limit())

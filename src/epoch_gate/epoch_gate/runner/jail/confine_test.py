@@ -612,3 +612,20 @@ def test_a_cpu_limit_is_named_on_what_the_watch_saw_when_the_kernels_account_fal
     monkeypatch.setattr(channel, "_children_cpu_seconds", lambda: 0.0)
     detail = replay(tmp_path, "computes", jail=ChildJail(BWRAP)).detail
     assert detail == "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"
+
+
+def test_an_unjailed_cpu_limit_is_named_on_the_processs_cpu_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its CPU clock, read before it is reaped, is what RLIMIT_CPU counts: with /proc's and rusage's
+    accounts blinded, the limit is still named."""
+    from epoch_gate.runner.judge import channel
+
+    monkeypatch.setattr(channel, "_cpu_seconds_of", lambda pid: 0.0)
+    monkeypatch.setattr(channel, "_children_cpu_seconds", lambda: 0.0)
+    monkeypatch.setattr(confine, "_tree", lambda root: [])  # nor the watch's samples
+    outcome = replay(tmp_path, "computes", SMALL)
+    assert (
+        outcome.detail
+        == "the product went over its CPU time limit (2 s per process, [property-replay].child_cpu_seconds)"
+    )

@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Sequence
 from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
 from epoch_gate.runner.product.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
-from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits, Watch
+from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits, Watch, cpu_seconds
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
@@ -266,7 +266,8 @@ class Channel:
                 self._kill_group()
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
-            own = _cpu_seconds_of(self._process.pid)  # a second account: rusage has fallen short under load
+            # Second and third accounts: rusage has fallen short under load
+            own = max(_cpu_seconds_of(self._process.pid), cpu_seconds(self._process.pid))
             before = _children_cpu_seconds()
             self._process.wait()
             self._fate.alive.discard(self._process.pid)
