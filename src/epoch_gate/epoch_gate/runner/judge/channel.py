@@ -32,8 +32,8 @@ CHILD_BOOT = (
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
 MAX_ORPHAN_ROUNDS = 100
 EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
-# The share of its CPU limit a process killed there is seen to have used at least: the kernel's rusage
-# lags the clock the limit is checked against (1.8 s of 2 under load).
+# The share of its CPU limit a process killed there is seen charged at least: a jailed one is seen by the
+# watch's samples only, the last of them up to a poll (or, under load, a few) before the kill.
 CPU_ACCOUNTED = 0.8
 
 
@@ -113,17 +113,6 @@ def _exits_within(pid: int, seconds: float) -> bool:
 def _children_cpu_seconds() -> float:
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
-
-
-def _cpu_seconds_of(pid: int) -> float:
-    """The CPU time an exited, not yet reaped process and the children it reaped used, as its /proc entry
-    keeps it (0 when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
@@ -266,8 +255,7 @@ class Channel:
                 self._kill_group()
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
-            # Second and third accounts: rusage has fallen short under load
-            own = max(_cpu_seconds_of(self._process.pid), cpu_seconds(self._process.pid))
+            own = cpu_seconds(self._process.pid)  # the charge RLIMIT_CPU checked, unjailed
             before = _children_cpu_seconds()
             self._process.wait()
             self._fate.alive.discard(self._process.pid)
