@@ -96,6 +96,19 @@ def test_a_tool_with_the_wrong_size_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1 and "refusing the pex tool" in done.stderr
 
 
+def test_a_config_without_the_tools_pin_is_refused_in_words(tmp_path: Path) -> None:
+    """A pants.toml without the [pex-cli] block (an adopting repository's own) once ended the launch with
+    exit 1 and no output: `set -e` stopped it inside the grep that found no row."""
+    root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
+    cache = tmp_path / "cache"
+    fake_bootstrap(root, cache, FAKE_PEX)
+    (root / "pants.toml").write_text('[GLOBAL]\npants_version = "2.17.1"\n')
+    done = run(root, cache, "--version")
+    assert done.returncode == 1
+    assert "pants.toml has no [pex-cli] known_versions row for v2.1.137 on linux_x86_64" in done.stderr
+    assert "stub pants" not in done.stdout
+
+
 def test_a_missing_python39_says_what_to_install(tmp_path: Path) -> None:
     root = make_root(tmp_path, "0" * 64, 1)
     bin_dir = tmp_path / "bin"
