@@ -176,7 +176,7 @@ async def generate_fixture_world(
     constraints = InterpreterConstraints(python_setup.interpreter_constraints)
     files, jail, interpreter = await MultiGet(
         Get(FixtureFiles, FixtureFilesRequest(request.address)),
-        Get(Jail),
+        Get(Jail, InterpreterConstraints, constraints),
         Get(Interpreter, InterpreterConstraints, constraints),
     )
     if interpreter.python is None:

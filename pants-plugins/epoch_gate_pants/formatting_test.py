@@ -19,7 +19,7 @@ from pants.testutil.rule_runner import GoalRuleResult, RuleRunner
 
 from epoch_gate_pants import fixture, formatting, isolation, reviewer, suite
 from epoch_gate_pants.formatting import Formatting, FormattingRequest, Rewrite
-from epoch_gate_pants.gate_harness import ENV_INHERIT, runner_options
+from epoch_gate_pants.gate_harness import CONFIGURED_ENV, ENV_INHERIT, runner_options
 from epoch_gate_pants.reviewer import PinEpoch, SampleProperties
 from epoch_gate_pants.rule_harness import fresh, write_repo
 
@@ -89,6 +89,7 @@ def _pin(runner: RuleRunner) -> GoalRuleResult:
         PinEpoch,
         args=["fixtures:epoch"],
         global_args=runner_options("--pin-epoch-epoch-id=e2"),
+        env=CONFIGURED_ENV,
         env_inherit=ENV_INHERIT,
     )
 

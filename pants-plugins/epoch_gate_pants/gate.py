@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping, Optional
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.base.build_root import BuildRoot
 from pants.build_graph.address import Address
@@ -548,7 +549,7 @@ async def run_gate(
     # in a cold run) then overlaps that work: the replays ask for the jail when their processes are built.
     await Get(JailTools)
     jail, protected, repository = await MultiGet(
-        Get(Jail),
+        Get(Jail, InterpreterConstraints, InterpreterConstraints(python_setup.interpreter_constraints)),
         Get(ProtectedPaths),
         Get(_Runs, _RunsRequest(bool(changed.since or gate.candidate), setup.candidate_files, setup.tree_key)),
     )

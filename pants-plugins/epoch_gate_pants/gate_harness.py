@@ -74,7 +74,6 @@ def runner_options(*extra: str, jailed: bool = False) -> list[str]:
         "--pex-cli-version=v2.1.137",
         f"--pex-cli-url-template=file://{bootstrapped('pex-v2.1.137', PEX_SHA)}",
         f"--pex-cli-known-versions=['v2.1.137|linux_x86_64|{PEX_SHA}|{PEX_SIZE}']",
-        "--python-interpreter-constraints=['CPython==3.9.*']",
         "--source-root-patterns=['/', '/src']",
         "--python-bootstrap-search-path=['<PYENV>', '<PATH>']",
         "--python-infer-use-rust-parser",
@@ -83,8 +82,12 @@ def runner_options(*extra: str, jailed: bool = False) -> list[str]:
     ]
 
 
+# As pants.toml sets it: a flag would override every target's own `interpreter_constraints` too.
+CONFIGURED_ENV = {"PANTS_PYTHON_INTERPRETER_CONSTRAINTS": "['CPython==3.9.*']"}
+
+
 def configure(runner: RuleRunner, *extra: str, jailed: bool = False) -> None:
-    runner.set_options(runner_options(*extra, jailed=jailed), env_inherit=ENV_INHERIT)
+    runner.set_options(runner_options(*extra, jailed=jailed), env=CONFIGURED_ENV, env_inherit=ENV_INHERIT)
 
 
 # What the backend asks of Pants: sources and their roots, the Python backend's sources and requirement pexes,
@@ -361,7 +364,11 @@ class GateRepo:
         if jailed is None:
             jailed = any(option.startswith("--gate-candidate") for option in options)
         result = self.runner.run_goal_rule(
-            Gate, args=specs, global_args=runner_options(*options, jailed=jailed), env=env, env_inherit=ENV_INHERIT
+            Gate,
+            args=specs,
+            global_args=runner_options(*options, jailed=jailed),
+            env={**CONFIGURED_ENV, **(env or {})},
+            env_inherit=ENV_INHERIT,
         )
         report = json.loads(report_path.read_bytes()) if report_path.exists() else {}
         return GateRun(result.exit_code, report, result.stdout, result.stderr)

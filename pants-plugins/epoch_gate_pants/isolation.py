@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from typing import Union
 
-from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex_cli import PexCli
 from pants.backend.python.util_rules.pex_environment import PythonExecutable
@@ -332,8 +331,8 @@ async def system_bubblewrap(
 
 @dataclass(frozen=True)
 class Interpreter:
-    """The interpreter the generator and the replays run on, in the jail or not; or why none satisfies
-    `[python].interpreter_constraints` (`python` is then None)."""
+    """The interpreter the generator or a replay runs on, in the jail or not; or why none satisfies its
+    constraints (`python` is then None)."""
 
     python: PythonExecutable | None
     missing: str | None
@@ -344,8 +343,8 @@ class Interpreter:
             path,
             f"an interpreter for {constraints}",
             self.missing or "none found",
-            "no interpreter satisfies [python].interpreter_constraints: install one where "
-            "[python-bootstrap].search_path looks",
+            "no interpreter satisfies the interpreter constraints (the targets' `interpreter_constraints`, "
+            "else [python].interpreter_constraints): install one where [python-bootstrap].search_path looks",
         )
 
 
@@ -398,14 +397,15 @@ async def _host(python: str, tools: Digest) -> tuple[str, Union[tuple[str, ...],
 
 
 @rule(desc="Probe the isolation jail", level=LogLevel.DEBUG)
-async def probe_jail(gate: GateSubsystem, python_setup: PythonSetup, build_root: BuildRoot) -> Jail:
+async def probe_jail(constraints: InterpreterConstraints, gate: GateSubsystem, build_root: BuildRoot) -> Jail:
+    """The jail for processes on the interpreter `constraints` choose: it maps that interpreter's folders,
+    so each interpreter the gate runs on is probed on its own."""
     mode, root = gate.isolation, build_root.path
     policy = {"trusted": gate.candidate is not None, "unsafe_unjailed": gate.unsafe_allow_unjailed_verdict}
     if mode is Mode.OFF:
         return Jail(Isolation.none("[gate].isolation = off"), mode, EMPTY_DIGEST, (), root, **policy)
     # The interpreter search (a pex process, seconds in a cold run) runs beside the tools' fetch; it never
     # raises, so bubblewrap's absence is still the answer it was.
-    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
     jail_tools, interpreter = await MultiGet(Get(JailTools), Get(Interpreter, InterpreterConstraints, constraints))
     missing = jail_tools.bwrap.missing or jail_tools.pex.missing
     if missing or interpreter.python is None:

@@ -17,6 +17,8 @@ from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.reasons import Code
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+
 from epoch_gate_pants import fixture, isolation
 from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import BWRAP_SHA, GENERATOR, bootstrapped, configure
@@ -24,7 +26,12 @@ from epoch_gate_pants.isolation import Jail, exec_retrying
 from epoch_gate_pants.rule_harness import write_repo
 
 MODULES = (fixture, isolation)
-QUERIES = (QueryRule(Jail, []), QueryRule(FixtureWorld, [FixtureWorldRequest]), QueryRule(DigestContents, [Digest]))
+QUERIES = (
+    QueryRule(Jail, [InterpreterConstraints]),
+    QueryRule(FixtureWorld, [FixtureWorldRequest]),
+    QueryRule(DigestContents, [Digest]),
+)
+GLOBAL = InterpreterConstraints(["CPython==3.9.*"])  # [python].interpreter_constraints of the harness
 
 
 # Reads a working-tree file by absolute path, which a plain sandbox allows.
@@ -50,7 +57,7 @@ def peeking_world(runner: RuleRunner) -> tuple[FixtureWorld, bytes]:
 
 def test_a_jailed_generator_cannot_read_the_working_tree(rule_runner: RuleRunner) -> None:
     configure(rule_runner, jailed=True)
-    jail = rule_runner.request(Jail, [])
+    jail = rule_runner.request(Jail, [GLOBAL])
     assert jail.isolation.jailed and jail.isolation.fixed_clock, jail.isolation
     world, _ = peeking_world(rule_runner)
     assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED
@@ -83,7 +90,7 @@ def test_required_isolation_without_bubblewrap_runs_nothing(rule_runner: RuleRun
     write_repo(rule_runner)
     request = FixtureWorldRequest(Address("fixtures", target_name="epoch"))
     # auto: no bubblewrap, so the plain sandbox, and the report says so.
-    assert rule_runner.request(Jail, []).isolation.description.startswith("none (bubblewrap unavailable")
+    assert rule_runner.request(Jail, [GLOBAL]).isolation.description.startswith("none (bubblewrap unavailable")
     assert rule_runner.request(FixtureWorld, [request]).failure is None
     configure(rule_runner, "--gate-isolation=required")
     world = rule_runner.request(FixtureWorld, [request])
@@ -99,7 +106,7 @@ def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(
     system.mkdir()
     shutil.copy(bootstrapped("isolation/bwrap", BWRAP_SHA), system / "bwrap")
     configure(rule_runner, f"--bwrap-system-search-path=['{system}']")  # the pinned one is not there
-    jail = rule_runner.request(Jail, [])
+    jail = rule_runner.request(Jail, [GLOBAL])
     assert jail.isolation.jailed and jail.isolation.description.startswith("bubblewrap 0.8.0: no working tree")
     assert jail.isolation.description.endswith("the product in a jail of its own, host clock (libfaketime unavailable)")
 
@@ -108,7 +115,7 @@ def test_without_the_pinned_bubblewrap_the_systems_is_used_when_recent_enough(
     (old / "bwrap").write_text("#!/bin/sh\necho bubblewrap 0.4.1\n")
     (old / "bwrap").chmod(0o755)
     configure(rule_runner, f"--bwrap-system-search-path=['{old}']")
-    jail = rule_runner.request(Jail, [])
+    jail = rule_runner.request(Jail, [GLOBAL])
     assert not jail.isolation.jailed
     assert jail.isolation.description.endswith(
         f"and the system's {old}/bwrap (bubblewrap 0.4.1) is not bubblewrap 0.5.0 or later)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Optional, Union
+from typing import Iterable, Optional, Union
 
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
@@ -350,7 +350,17 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     return ReplaySources(code, predicates.snapshot.digest, tuple(sorted(names)), tuple(sorted(oracle)))
 
 
-async def _requirements(address: Address, python_setup: PythonSetup) -> Union[tuple[Digest, tuple[str, ...]], Reason]:
+def suite_constraints(closure: Iterable[Target], python_setup: PythonSetup) -> InterpreterConstraints:
+    """The interpreter a suite's replay runs on (its runner and predicates, and the product in its child),
+    chosen as Pants' own goals choose one for the code: the constraints of every target the suite reaches
+    (their `interpreter_constraints`, else `[python].interpreter_constraints`), all at once."""
+    found = InterpreterConstraints.create_from_targets(closure, python_setup)
+    return found if found is not None else InterpreterConstraints(python_setup.interpreter_constraints)
+
+
+async def _requirements(
+    address: Address, constraints: InterpreterConstraints, python_setup: PythonSetup
+) -> Union[tuple[Digest, tuple[str, ...]], Reason]:
     """The suite's third-party requirements (wheels only, `[python].resolves_to_only_binary`: one that
     needs a build fails here), unpacked under REQUIREMENTS_DIR, and their import path entries. With
     resolves, the whole of the suite's resolve: what production installs whatever the candidate's code
@@ -362,12 +372,14 @@ async def _requirements(address: Address, python_setup: PythonSetup) -> Union[tu
                 output_filename="requirements.pex",
                 internal_only=True,
                 requirements=EntireLockfile(resolve.lockfile),
-                interpreter_constraints=InterpreterConstraints(python_setup.interpreter_constraints),
+                interpreter_constraints=constraints,
                 description=f"Resolve {resolve.name} for the replay of {address}",
             )
             requirements = await Get(Pex, PexRequest, pex_request)
         else:
-            requirements = await Get(Pex, RequirementsPexRequest([address]))
+            requirements = await Get(
+                Pex, RequirementsPexRequest([address], hardcoded_interpreter_constraints=constraints)
+            )
     except Exception as error:  # noqa: BLE001 - any failure to resolve is a reason, never a traceback
         return Reason(
             Code.REQUIREMENTS_UNAVAILABLE,
@@ -466,6 +478,7 @@ async def _replay_process(
     drawn: tuple[Property, ...],
     sources: ReplaySources,
     python: str,
+    constraints: InterpreterConstraints,
     jail: Jail,
     runner: CoreRunner,
     options: SampledPropertiesSubsystem,
@@ -473,7 +486,7 @@ async def _replay_process(
 ) -> Union[Process, Reason]:
     """The replay's process, or why its third-party requirements cannot ship."""
     properties = manifest.check.manifest.properties if manifest.check.manifest and world_name != KEPT else ()
-    requirements = await _requirements(request.address, python_setup)
+    requirements = await _requirements(request.address, constraints, python_setup)
     if isinstance(requirements, Reason):
         return requirements
     requirements_digest, requirement_paths = requirements
@@ -566,7 +579,7 @@ async def _set_up(
     options: SampledPropertiesSubsystem,
 ) -> Union[Process, tuple[Reason, ...]]:
     """The replay's process (its sources placed, an interpreter found, the jail probed), or why it cannot run."""
-    constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    constraints = suite_constraints(dependencies.closure, python_setup)
     sources, interpreter, jail = await MultiGet(
         Get(
             ReplaySources,
@@ -579,7 +592,7 @@ async def _set_up(
             ),
         ),
         Get(Interpreter, InterpreterConstraints, constraints),
-        Get(Jail),
+        Get(Jail, InterpreterConstraints, constraints),
     )
     if interpreter.python is None:
         return (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),)
@@ -595,6 +608,7 @@ async def _set_up(
         drawn,
         sources,
         interpreter.python.path,
+        constraints,
         jail,
         runner,
         options,

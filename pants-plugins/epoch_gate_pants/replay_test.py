@@ -12,6 +12,8 @@ from pants.testutil.rule_runner import RuleRunner
 
 from epoch_gate.reasons import Code
 from epoch_gate.text import last_line
+from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
+
 from epoch_gate_pants import candidate, fixture, isolation, replay, runner, suite
 from epoch_gate_pants.fixture import FixtureWorld, FixtureWorldRequest
 from epoch_gate_pants.gate_harness import GENERATOR, configure
@@ -22,7 +24,7 @@ from epoch_gate_pants.rule_harness import CATALOG, PREDICATES, candidate_files, 
 MODULES = (candidate, fixture, isolation, replay, runner, suite)
 QUERIES = (
     QueryRule(ReplayRun, [ReplayRequest]),
-    QueryRule(Jail, []),
+    QueryRule(Jail, [InterpreterConstraints]),
     QueryRule(FixtureWorld, [FixtureWorldRequest]),
     QueryRule(DigestContents, [Digest]),
     QueryRule(Digest, [CreateDigest]),
@@ -36,7 +38,9 @@ def test_no_interpreter_for_the_constraints_is_a_reason_not_a_traceback(rule_run
     configure(
         rule_runner, f"--gate-isolation={mode}", "--python-interpreter-constraints=['CPython==2.1.*']", jailed=True
     )
-    assert rule_runner.request(Jail, []).isolation.description.startswith("none (no interpreter for CPython==2.1.*")
+    assert rule_runner.request(Jail, [InterpreterConstraints(["CPython==2.1.*"])]).isolation.description.startswith(
+        "none (no interpreter for CPython==2.1.*"
+    )
     world = rule_runner.request(FixtureWorld, [FixtureWorldRequest(Address("fixtures", target_name="epoch"))])
     assert world.failure is not None and world.failure.code is Code.GENERATOR_FAILED, world.failure
     assert world.failure.expected == "an interpreter for CPython==2.1.*"
@@ -109,9 +113,48 @@ def test_in_the_jail_the_clock_stops_for_the_product_and_not_for_its_judge(rule_
         }
     )
     run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
-    contents = rule_runner.request(DigestContents, [run.output])
-    summary = next(c.content for c in contents if c.path == "replay.json")
-    assert b'"outcome":"pass"' in summary, (summary, run.result and run.result.stderr[-2000:])
+    summary = _summary(rule_runner, run)
+    assert b'"outcome":"pass"' in summary, json.loads(summary)["properties"]
+
+
+def _summary(runner: RuleRunner, run: ReplayRun) -> bytes:
+    contents = runner.request(DigestContents, [run.output])
+    return next((c.content for c in contents if c.path == "replay.json"), b"")
+
+
+def test_the_replay_runs_on_the_interpreter_its_targets_constrain_it_to(rule_runner: RuleRunner) -> None:
+    """A product on a newer CPython than [python].interpreter_constraints (it imports `tomllib`, 3.11's)
+    is judged on the interpreter its targets name, in its jail; the suite's targets decide it all at once,
+    as for Pants' own goals, so a predicate on another CPython leaves no interpreter to judge on."""
+    configure(rule_runner, jailed=True)
+    write_repo(rule_runner)
+    newer = '["CPython==3.11.*"]'
+    rule_runner.write_files(
+        {
+            "src/BUILD": f'python_sources(name="lib", interpreter_constraints={newer})',
+            "src/payments_lib.py": (
+                "import sys, tomllib\n\ndef refundable(captured, refunded):\n"
+                "    return sys.version_info[:2] == (3, 11) and refunded <= captured\n"
+            ),
+            "checks/props.py": PREDICATES + "\nassert __import__('sys').version_info[:2] == (3, 11)\n",
+            "checks/BUILD": rule_runner.read_file("checks/BUILD").replace(
+                'sources=["props.py"])', f'sources=["props.py"], interpreter_constraints={newer})'
+            ),
+        }
+    )
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    summary = _summary(rule_runner, run)
+    assert b'"outcome":"pass"' in summary, json.loads(summary)["properties"]
+
+    rule_runner.write_files(
+        {"checks/BUILD": rule_runner.read_file("checks/BUILD").replace(f", interpreter_constraints={newer}", "")}
+    )
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    (reason,) = run.reasons
+    assert (reason.code, reason.expected) == (
+        Code.REPLAY_FAILED,
+        "an interpreter for CPython==3.11.*,==3.9.*",
+    ), reason
 
 
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:

@@ -17,20 +17,20 @@ class InvalidEntryError(ValueError):
     """A movement that is not one of the ledger's operations: bad data, not a refusal by the stock."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     op: str
     quantity: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Refusal:
     index: int
     entry: Entry
     error: str  # the refusing StockError's class name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ledger:
     """`balance` is kept as movements are posted, so posting never replays the whole ledger."""
 

@@ -26,7 +26,7 @@ class OverShipError(StockError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stock:
     """Immutable: `0 <= reserved <= on_hand` holds for every state the operations below return."""
 

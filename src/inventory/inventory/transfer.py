@@ -21,7 +21,7 @@ def transfer(source: Stock, destination: Stock, quantity: int) -> tuple[Stock, S
             replace(destination, on_hand=destination.on_hand + quantity))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TransferRun:
     source: Stock
     destination: Stock
