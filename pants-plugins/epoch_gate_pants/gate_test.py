@@ -153,11 +153,13 @@ def test_refund_bug_fails_a_sampled_property_and_writes_the_witness(repo: GateRe
     (reason,) = reasons(run.report, "property-failed")
     (observation,) = [o for o in observations(run.report) if o["property"] == "refund_le_captured"]
     saved = f"dist/gate/{suites(run.report)[0]['folder']}/observations/{observation['id']}.bin"
-    assert (reason["path"], reason["message"]) == (
-        "checks:props#refund_le_captured",
-        f"the payments record at line {observation['line']} (saved as {saved}) fails it: predicate returned False",
-    )
     witness = (repo.root / saved).read_bytes()
+    captured = json.loads(witness)["captured"]
+    assert (reason["path"], reason["message"]) == (  # what the predicate read: the product's answer
+        "checks:props#refund_le_captured",
+        f"the payments record at line {observation['line']} (saved as {saved}) fails it: predicate returned False; "
+        f"its 1 call and the product's answers: payments_lib.refundable({captured}, 50) -> False",
+    )
     assert observation["status"] == "fail" and observation["rerun_passed"] is False
     lines = repo.world["payments.jsonl"].splitlines()
     assert witness == lines[observation["line"] - 1]  # exactly the offending record: the first refund of 50

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import datetime
 import enum
@@ -369,10 +371,45 @@ def _replay_reasons(
                         found=f"violated by {outcome.bound} line {observation.line} "
                         f"(witness {observation.witness_sha256[:12]})",
                         message=f"{_drawn(evidence, outcome.name)}{_record(observation, evidence)} fails it: "
-                        f"{observation.detail.partition(chr(10))[0]}",
+                        f"{_why(observation.detail)}",
+                        todo=_misread(observation),
                     )
                 )
     return reasons, flakes
+
+
+# How the runner words a failure where the predicate read what the product's answer does not have
+# (`judging.NotData`): the product may be right and the predicate wrong.
+_NOT_DATA = "the product's answer "
+
+
+# The runner's line before a violated record's calls and the product's answers, counting the lines that
+# follow (`judging.transcript`)
+_CALLS = re.compile(r"(?:the first (\d+) of )?its (\d+) calls? and the product's answers:")
+MAX_WHY = 600
+
+
+def _why(detail: str) -> str:
+    """Why a record fails, on one line: the first of the detail, and the calls it made and their answers
+    when the runner counts them (the product's traceback, on the lines after, is the observation's)."""
+    first, *rest = detail.split("\n")
+    counted = _CALLS.fullmatch(rest[0]) if rest else None
+    if counted is None:
+        return first[:MAX_WHY]
+    calls = [line.strip() for line in rest[1 : 1 + int(counted[1] or counted[2])]]
+    shown = f"{first}; {rest[0]} {'; '.join(calls)}"
+    return shown if len(shown) <= MAX_WHY else shown[: MAX_WHY - 3] + "..."
+
+
+def _misread(observation: Observation) -> str:
+    """What to do about a failure, where the code's own advice (fix the product) may be wrong."""
+    if not observation.detail.startswith(_NOT_DATA):
+        return ""
+    return (
+        "The predicate read what the product's answer does not have: if the product answered as it should, "
+        "fix the predicate (an oracle change for its reviewers), else fix the product (`pants test <suite>` "
+        "replays it)."
+    )
 
 
 def _about(evidence: SuiteEvidence, prop: str) -> str:

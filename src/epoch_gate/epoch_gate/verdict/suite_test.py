@@ -170,6 +170,39 @@ def test_sampled_property_failed_names_the_property_and_the_record() -> None:
     ]
 
 
+def test_a_failure_says_what_the_predicate_read_on_the_reasons_line() -> None:
+    detail = (
+        "the product raised ValueError: bad\nits 2 calls and the product's answers:\n"
+        "  payments.refund(150) -> raised ValueError: bad\n  payments.captured() -> 100\n  File \"x\", line 1"
+    )
+    failed = dataclasses.replace(observation("refund_le_captured", status="fail"), detail=detail)
+    (reason,) = decide(evidence(replay=replay(outcome_for(failed)), observations=(failed,))).reasons
+    assert reason.message.rpartition(" fails it: ")[2] == (
+        "the product raised ValueError: bad; its 2 calls and the product's answers: "
+        "payments.refund(150) -> raised ValueError: bad; payments.captured() -> 100"
+    )
+    long = dataclasses.replace(
+        failed, detail="predicate returned False\nits 1 call and the product's answers:\n  " + "x" * 900
+    )
+    (reason,) = decide(evidence(replay=replay(outcome_for(long)), observations=(long,))).reasons
+    assert len(reason.message.rpartition(" fails it: ")[2]) == 600 and reason.message.endswith("x...")
+
+
+def test_a_predicate_reading_what_the_answer_lacks_is_told_to_check_the_predicate_too() -> None:
+    """Django's `response.status_code` read from an answer that carried only its fields: the product was
+    fine, and "fix the product" sent its authors the wrong way."""
+    lacks = "the product's answer a dict without the item 'status_code'"
+    failed = dataclasses.replace(observation("refund_le_captured", status="fail"), detail=lacks)
+    ev = evidence(replay=replay(outcome_for(failed)), observations=(failed,))
+    ((code, message, advice),) = [(r.code, r.message, r.advice) for r in decide(ev).reasons]
+    assert (code, message.rpartition(" fails it: ")[2]) == (Code.PROPERTY_FAILED, lacks)
+    assert advice == (
+        "The predicate read what the product's answer does not have: if the product answered as it should, "
+        "fix the predicate (an oracle change for its reviewers), else fix the product (`pants test <suite>` "
+        "replays it)."
+    )
+
+
 def test_an_unfrozen_flake_names_the_property_the_record_and_what_to_do() -> None:
     flaked = observation("retry_applies_once", status="flake")
     ev = evidence(replay=replay(outcome_for(flaked)), observations=(flaked,))

@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from epoch_gate.runner import protocol
+from epoch_gate.runner.judge.shown import SHOWN_BYTES, SHOWN_CALLS, transcript
 from epoch_gate.runner.protocol import REF
 from epoch_gate.text import from_os
 
@@ -109,12 +110,13 @@ class Run:
     the product objects answered since its last call (whose fields are still as the child holds them),
     the references the run has made (`_encode_ref`) and the child's failure, if any."""
 
-    __slots__ = ("child", "scope", "fresh", "references", "failed")
+    __slots__ = ("child", "scope", "fresh", "references", "failed", "calls", "made")
 
     def __init__(self, child: Child, scope: int) -> None:
-        self.child, self.scope, self.references = child, scope, 0
+        self.child, self.scope, self.references, self.made = child, scope, 0, 0
         self.fresh: list[Remote] = []
         self.failed: Optional[BaseException] = None
+        self.calls: list[tuple[bytes, bytes]] = []  # the first SHOWN_CALLS (call, answer), as they crossed
 
 
 _running = threading.local()  # `.run`: the Run of this thread's predicate (each child has a thread of its own)
@@ -473,6 +475,9 @@ def _call(target: dict[str, object], args: tuple[object, ...], kwargs: dict[str,
     except Exception as failed:  # noqa: BLE001 - the child failed (channel.ChildFailed): the run stops
         run.failed = failed
         raise _Stopped from None
+    run.made += 1
+    if len(run.calls) < SHOWN_CALLS:  # the bytes only: a violated record's are read again (`transcript`)
+        run.calls.append((encoded[:SHOWN_BYTES], payload[:SHOWN_BYTES]))
     try:
         return decode(run, payload, read_again="r" in target)
     except protocol.ProtocolError as exc:
@@ -573,7 +578,10 @@ def _run(predicate: Callable[[object, Product], object], record: object) -> Judg
     except _Stopped:
         return HOLDS  # never used: the child's failure is raised instead
     except ProductFailure as exc:
-        return Judgement(False, _detail(_message(exc, exc.describe)))
+        said, _, traceback_lines = _message(exc, exc.describe).partition("\n")
+        return Judgement(
+            False, _detail(f"{said}{transcript(_current().calls, _current().made)}\n{traceback_lines}".rstrip())
+        )
     except HandleMisused as exc:
         return Judgement(False, _detail(_message(exc)), HANDLE_MISUSED)
     except OracleError as exc:
@@ -584,7 +592,7 @@ def _run(predicate: Callable[[object, Product], object], record: object) -> Judg
     if returned is True:
         return HOLDS
     if returned is False:
-        return Judgement(False, "predicate returned False")
+        return Judgement(False, _detail(f"predicate returned False{transcript(_current().calls, _current().made)}"))
     return Judgement(False, f"the predicate returned a {type(returned).__name__}, not a bool", PREDICATE_ERROR)
 
 

@@ -102,6 +102,43 @@ def test_data_reads_as_the_parents_own_values_of_the_same_types() -> None:
     }
 
 
+def calls(*lines: str) -> str:
+    """A violated record's transcript as the detail shows it, after its first line."""
+    named = f"its {len(lines)} call{'s' if len(lines) > 1 else ''} and the product's answers:"
+    return f"\n{named}" + "".join(f"\n  {line}" for line in lines)
+
+
+def test_a_violated_record_shows_the_calls_it_made_and_what_the_product_answered() -> None:
+    """What the predicate read, as it crossed: every argument and answer written as Python writes it,
+    a product object as its class and fields, the product's text never on a line of its own."""
+
+    def predicate(record: Any, product: Any) -> bool:
+        quote = product.shop.quote(record["cents"], Decimal("0.1"), kind=("a",))
+        return product.shop.total(quote) == quote.cents and product.shop.name() == "x"
+
+    found = judged(
+        predicate,
+        ["v", "shop.Quote", obj(0, cents=100, lines={protocol.TUPLE: [1, {protocol.DECIMAL: "1.50"}]})],
+        ["v", "int", 100],
+        ["v", "int", 100],  # a field read after a later call is read again, as production would read it
+        ["v", "str", "two\nlines"],
+        raw=b'{"cents": 100}',
+    )
+    assert found == judging.Judgement(
+        False,
+        "predicate returned False"
+        + calls(
+            "shop.quote(100, Decimal('0.1'), kind=['a']) -> Quote(cents=100, lines=(1, Decimal('1.50')))",
+            "shop.total(<product value>) -> 100",
+            "<product value>.cents read again -> 100",
+            "shop.name() -> 'two\\nlines'",
+        ),
+    )
+    many = judged(lambda record, product: [product.app.f() for _ in range(9)] == [], *[["v", "int", 1]] * 9)
+    assert many.detail.splitlines()[1] == "the first 8 of its 9 calls and the product's answers:"
+    assert judged(lambda record, product: False) == judging.Judgement(False, "predicate returned False")
+
+
 @pytest.mark.parametrize(
     "read, says",
     [
@@ -111,7 +148,7 @@ def test_data_reads_as_the_parents_own_values_of_the_same_types() -> None:
 )
 def test_a_dict_read_as_another_shape_is_the_products_failure(read: Callable[[Any], Any], says: str) -> None:
     found = judged(lambda record, product: read(product.app.f()) == 0, ["v", "dict", {"amount": 0}])
-    assert found == judging.Judgement(False, says)
+    assert found == judging.Judgement(False, says + calls("app.f() -> {'amount': 0}"))
 
 
 def test_a_product_value_is_read_only() -> None:
@@ -233,7 +270,10 @@ def test_a_missing_attribute_reads_as_production_reads_it() -> None:
         return not hasattr(t, "receipt") and getattr(t, "receipt", 7) == 7 and t.receipt is None
 
     found = judged(predicate, ["v", "T", obj(0)], missing, missing, missing)
-    assert found == judging.Judgement(False, "the product raised AttributeError: no receipt")
+    read = "<product value>.receipt -> raised AttributeError: no receipt"
+    assert found == judging.Judgement(
+        False, "the product raised AttributeError: no receipt" + calls("app.f() -> T()", read, read, read)
+    )
 
 
 def test_an_attribute_that_is_not_data_fails_the_record_when_used_as_data() -> None:
@@ -241,7 +281,11 @@ def test_an_attribute_that_is_not_data_fails_the_record_when_used_as_data() -> N
         return judging.plain(product.app.f().handler) == 1
 
     found = judged(predicate, ["v", "T", obj(0)], ["o", 1, "function", "a function"])
-    assert found == judging.Judgement(False, "the product's answer function is not data (a function)")
+    assert found == judging.Judgement(
+        False,
+        "the product's answer function is not data (a function)"
+        + calls("app.f() -> T()", "<product value>.handler -> <function: not data (a function)>"),
+    )
 
 
 def test_a_value_from_an_earlier_record_is_the_predicates_mistake() -> None:
@@ -263,9 +307,12 @@ def test_a_value_from_an_earlier_record_is_the_predicates_mistake() -> None:
     [
         (
             ["x", ["builtins.ValueError", "builtins.Exception"], "bad", "  File x"],
-            "the product raised ValueError: bad\n  File x",
+            "the product raised ValueError: bad" + calls("app.f() -> raised ValueError: bad") + "\n  File x",
         ),
-        (["v", "dict", {"total": 1}], "the product's answer a dict without the item 'missing'"),
+        (
+            ["v", "dict", {"total": 1}],
+            "the product's answer a dict without the item 'missing'" + calls("app.f() -> {'total': 1}"),
+        ),
     ],
 )
 def test_the_products_failure_violates_the_record(answer: object, expected: str) -> None:
@@ -443,7 +490,13 @@ def test_plain_of_a_value_that_is_no_longer_data_is_the_products_failure() -> No
     child = Scripted(["v", "Order", obj(0, id=1)], ["v", "NoneType", None], ["o", 1, "Weird", "a Weird without fields"])
     found = judging.judge(predicate, b"{}", child, 1)
     assert found == judging.Judgement(
-        False, "the product's answer Order read again is no product object with fields now (a Weird without fields)"
+        False,
+        "the product's answer Order read again is no product object with fields now (a Weird without fields)"
+        + calls(
+            "app.order() -> Order(id=1)",
+            "app.touch() -> None",
+            "<product value> read again -> <Weird: not data (a Weird without fields)>",
+        ),
     )
 
 
