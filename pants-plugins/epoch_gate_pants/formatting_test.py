@@ -20,7 +20,7 @@ from pants.testutil.rule_runner import GoalRuleResult, RuleRunner
 from epoch_gate_pants import fixture, formatting, isolation, reviewer, suite
 from epoch_gate_pants.formatting import Formatting, FormattingRequest, Rewrite
 from epoch_gate_pants.gate_harness import CONFIGURED_ENV, ENV_INHERIT, runner_options
-from epoch_gate_pants.reviewer import PinEpoch, SampleProperties
+from epoch_gate_pants.reviewer import RECORDS, PinEpoch, SampleProperties
 from epoch_gate_pants.rule_harness import fresh, write_repo
 
 MODULES = (fixture, formatting, isolation, reviewer, suite)
@@ -94,11 +94,11 @@ def _pin(runner: RuleRunner) -> GoalRuleResult:
     )
 
 
-def _refusal(goal: str, records: str, path: str) -> list[str]:
+def _refusal(goal: str, *paths: str) -> list[str]:
     return [
-        f"{goal}: refused: the repository's formatters would rewrite files that {records}: untab ({path}).",
+        f"{goal}: refused: the repository's formatters would rewrite files that {RECORDS}: untab ({', '.join(paths)}).",
         "  A formatter run after this goal would move the epoch or edit the oracle.",
-        f"  Run `pants fmt {path}`, review the change, and run {goal} again.",
+        f"  Run `pants fmt {' '.join(paths)}`, review the change, and run {goal} again.",
     ]
 
 
@@ -111,7 +111,7 @@ def test_pin_epoch_refuses_a_generator_the_formatter_would_rewrite(rule_runner: 
     pinned = rule_runner.read_file("fixtures/EPOCH")
     refused = _pin(rule_runner)
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines() == _refusal("pin-epoch", "the pin records by sha256", "fixtures/gen.py")
+    assert refused.stderr.splitlines() == _refusal("pin-epoch", "fixtures/gen.py")
     assert rule_runner.read_file("fixtures/EPOCH") == pinned  # nothing written
 
     # What the printed command does; then the pin goes ahead.
@@ -137,8 +137,24 @@ def test_sample_properties_refuses_predicates_the_formatter_would_rewrite(rule_r
         SampleProperties, args=["--sample-properties-seed=4", "--sample-properties-k=1", "checks:props"]
     )
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines() == _refusal("sample-properties", "the gate protects", "checks/props.py")
+    assert refused.stderr.splitlines() == _refusal("sample-properties", "checks/props.py")
     assert rule_runner.read_file("checks/manifest.json") == manifest
+
+
+def test_the_guides_one_command_for_both_goals_refuses_once_naming_every_file(rule_runner: RuleRunner) -> None:
+    """`pants pin-epoch … sample-properties … <suite>` stops at its first refusing goal: that refusal names
+    the suite's whole oracle, so one `pants fmt` clears both (it took two rounds)."""
+    _tabbed(rule_runner, "fixtures/gen.py")
+    _tabbed(rule_runner, "checks/props.py")
+    refused = rule_runner.run_goal_rule(
+        PinEpoch,
+        args=["checks:props"],
+        global_args=runner_options("--pin-epoch-epoch-id=e2"),
+        env=CONFIGURED_ENV,
+        env_inherit=ENV_INHERIT,
+    )
+    assert refused.exit_code == 1
+    assert refused.stderr.splitlines() == _refusal("pin-epoch", "checks/props.py", "fixtures/gen.py")
 
 
 def test_only_the_files_asked_about_and_the_tools_that_would_change_them_are_named(rule_runner: RuleRunner) -> None:
@@ -159,11 +175,10 @@ def test_a_formatter_that_fails_refuses_the_goal_naming_the_failure(rule_runner:
     assert refused.exit_code == 1
     first, command = refused.stderr.splitlines()
     assert first.startswith(
-        "pin-epoch: refused: the repository's formatters could not be asked about files that the pin records by "
-        "sha256: "
+        f"pin-epoch: refused: the repository's formatters could not be asked about files that {RECORDS}: "
     ) and first.endswith("untab cannot format fixtures/gen.py"), first
     assert (
-        command == "  Run `pants fmt fixtures/gen.py fixtures/base.json` to see why, fix it, and run pin-epoch again."
+        command == "  Run `pants fmt fixtures/base.json fixtures/gen.py` to see why, fix it, and run pin-epoch again."
     )
 
 

@@ -81,10 +81,26 @@ def _refused(console: Console, goal: str, r: Reason) -> None:
     console.print_stderr(f"{goal}: " + "\n".join(r.refusal()))
 
 
-async def _formatted(console: Console, goal: str, paths: tuple[str, ...], records: str) -> bool:
-    """Whether the repository's formatters leave `paths` as they are; when not, the goal's refusal is printed."""
-    formatting = await Get(Formatting, FormattingRequest(paths))
-    for line in formatting.refusal(goal, records) if formatting.refuses else ():
+RECORDS = "the pin records by sha256 or the gate protects"
+
+
+async def _formatted(console: Console, goal: str, targets: Targets, named: Target) -> bool:
+    """Whether the repository's formatters leave the oracle's files the specs name as they are: every
+    named suite's fixture and manifest files (so that `pin-epoch … sample-properties <suite>` refuses once,
+    naming them all, and one `pants fmt` clears both goals), and the named target's own. When not, the
+    goal's refusal is printed."""
+    suites = await MultiGet(
+        Get(Suite, SuiteRequest(t.address)) for t in targets if isinstance(t, SampledPropertiesTarget)
+    )
+    fixtures = {s.fixture.address for s in suites if s.fixture is not None}
+    manifests = {s.manifest.address for s in suites if s.manifest is not None}
+    (fixtures if isinstance(named, EpochFixtureTarget) else manifests).add(named.address)
+    pinned = await MultiGet(Get(FixtureFiles, FixtureFilesRequest(a)) for a in sorted(fixtures))
+    drawn = await MultiGet(Get(ManifestFiles, ManifestFilesRequest(a)) for a in sorted(manifests))
+    paths = {p for f in pinned for p in (f.generator_path, *f.input_paths)}
+    paths |= {p for m in drawn for p in (m.catalog_path, *m.predicate_paths)}
+    formatting = await Get(Formatting, FormattingRequest(tuple(sorted(paths))))
+    for line in formatting.refusal(goal, RECORDS) if formatting.refuses else ():
         console.print_stderr(line)
     return not formatting.refuses
 
@@ -96,9 +112,7 @@ async def pin_epoch(console: Console, workspace: Workspace, options: PinEpochSub
         if target is not None:
             console.print_stderr("pin-epoch: --epoch-id is required")
         return PinEpoch(exit_code=64)
-    pinned = await Get(FixtureFiles, FixtureFilesRequest(target.address))
-    paths = (pinned.generator_path, *pinned.input_paths)
-    if not await _formatted(console, "pin-epoch", paths, "the pin records by sha256"):
+    if not await _formatted(console, "pin-epoch", targets, target):
         return PinEpoch(exit_code=1)
     check = await Get(EpochCheck, EpochCheckRequest(target.address))
     files, world = check.files, check.world
@@ -137,10 +151,9 @@ async def sample_properties(
         if target is not None:
             console.print_stderr("sample-properties: --seed and --k are required")
         return SampleProperties(exit_code=64)
-    files = await Get(ManifestFiles, ManifestFilesRequest(target.address))
-    paths = (files.catalog_path, *files.predicate_paths)
-    if not await _formatted(console, "sample-properties", paths, "the gate protects"):
+    if not await _formatted(console, "sample-properties", targets, target):
         return SampleProperties(exit_code=1)
+    files = await Get(ManifestFiles, ManifestFilesRequest(target.address))
     catalog = files.check.catalog
     if catalog is None:
         for reason in files.check.reasons:

@@ -45,8 +45,8 @@ def test_pin_epoch_refuses_a_generator_black_would_rewrite_and_names_the_command
     assert refused.returncode == 1, refused.stderr[-2000:]
     lines = refused.stderr.splitlines()
     assert lines[next(i for i, line in enumerate(lines) if line.startswith("pin-epoch")) :] == [
-        "pin-epoch: refused: the repository's formatters would rewrite files that the pin records by sha256: "
-        "black (fixtures/generate_orders.py).",
+        "pin-epoch: refused: the repository's formatters would rewrite files that the pin records by sha256 or "
+        "the gate protects: black (fixtures/generate_orders.py).",
         "  A formatter run after this goal would move the epoch or edit the oracle.",
         "  Run `pants fmt fixtures/generate_orders.py`, review the change, and run pin-epoch again.",
     ]
