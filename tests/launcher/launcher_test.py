@@ -140,7 +140,14 @@ def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) 
         results = list(pool.map(lambda _: run(root, cache, EPOCH_GATE_BOOTSTRAP_ONLY="1"), range(2)))
     for done in results:
         assert done.returncode == 0, done.stderr[-2000:]
-    assert sum("bootstrapping" in d.stderr for d in results) == 1
+    (built,) = [d.stderr for d in results if "bootstrapping" in d.stderr]
+    said = [line.split(" (")[0] for line in built.splitlines() if not line.startswith("pants launcher: still ")]
+    assert all(line.startswith("pants launcher: ") for line in said), built  # nothing else, no tool's warning
+    assert said[1:4] == [  # each step said as it starts, and again every 10 s while it runs
+        "pants launcher: installing Pants 2.17.1 from PyPI",
+        "pants launcher: building the pex tool v2.1.137",
+        "pants launcher: fetching the jail's tools",
+    ], built
     folder = Path(results[0].stdout.strip())
     assert hashlib.sha256((folder / "pex-v2.1.137").read_bytes()).hexdigest() == row[2]
     version = subprocess.run(
