@@ -539,7 +539,18 @@ async def run_gate(
     environment: CompleteEnvironmentVars,
     python_setup: PythonSetup,
 ) -> Gate:
+    # Said at once, and when the change is read: what follows (the protected set, the replays) names its
+    # own work as it runs, and nobody waits on a silent log.
+    judged = f"the candidate {gate.candidate} (trusted mode)" if gate.candidate else "the working tree (local mode)"
+    logger.info(f"gate: judging {judged}: reading the change")
     setup = await _set_up(gate, changed, global_options, environment, python_setup)
+    found = setup.change.changed
+    logger.info(
+        f"gate: {len(found)} changed path{'' if len(found) == 1 else 's'} since {setup.change.base}; deriving the "
+        "protected set and replaying the suites in scope"
+        if found is not None
+        else "gate: the changed set is unavailable (the report says why); replaying the suites in scope"
+    )
 
     # In scope: the suites the specs select; with --changed-since (which replaces the specs) every suite,
     # since an unaffected suite's replay is a cache hit and no hand-kept selection can miss an input. In
