@@ -134,6 +134,14 @@ def test_a_violated_record_shows_the_calls_it_made_and_what_the_product_answered
             "shop.name() -> 'two\\nlines'",
         ),
     )
+    # The product names its classes and words its exceptions: no line of its own, whatever it writes
+    forged = judged(
+        lambda record, product: product.app.f() == 0,
+        ["x", ["app.E\nX"], "no\u2028::error::x", ""],
+    )
+    lines = forged.detail.split("\n")
+    shown = lines[lines.index("its 1 call and the product's answers:") + 1 :]
+    assert shown == ["  app.f() -> raised E\\nX: no\\u2028::error::x"]
     many = judged(lambda record, product: [product.app.f() for _ in range(9)] == [], *[["v", "int", 1]] * 9)
     assert many.detail.splitlines()[1] == "the first 8 of its 9 calls and the product's answers:"
     assert judged(lambda record, product: False) == judging.Judgement(False, "predicate returned False")
