@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from epoch_gate.runner import protocol
-from epoch_gate.runner.judge.shown import SHOWN_BYTES, SHOWN_CALLS, transcript
+from epoch_gate.runner.judge.shown import SHOWN_BYTES, SHOWN_CALLS, one_line, transcript
 from epoch_gate.runner.protocol import REF
 from epoch_gate.text import from_os
 
@@ -53,7 +53,8 @@ class ProductRaised(ProductFailure):
     (a built-in one `builtins.Name`)."""
 
     def __init__(self, types: tuple[str, ...], message: str, product_traceback: str) -> None:
-        super().__init__(f"{types[0].rpartition('.')[2] if types else 'an exception'}: {message}")
+        # One line, whatever the product wrote: the detail's lines after it are the runner's and its traceback
+        super().__init__(one_line(f"{types[0].rpartition('.')[2] if types else 'an exception'}: {message}"))
         self.types, self.message, self.product_traceback = types, message, product_traceback
 
     def describe(self) -> str:

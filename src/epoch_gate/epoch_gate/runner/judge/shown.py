@@ -18,7 +18,7 @@ def transcript(calls: Sequence[tuple[bytes, bytes]], made: int) -> str:
     as they crossed, each cut at SHOWN_BYTES), each on a line of its own cut at SHOWN_TEXT, after a line
     that counts them (`verdict.suite` reads it): what the predicate read."""
     try:
-        lines = [_one_line(f"{_shown_call(call)} -> {_shown_answer(answer)}")[:SHOWN_TEXT] for call, answer in calls]
+        lines = [one_line(f"{_shown_call(call)} -> {_shown_answer(answer)}")[:SHOWN_TEXT] for call, answer in calls]
     except Exception:  # noqa: BLE001 - the product's words, cut anywhere: never worth the judgement
         return ""
     if not lines:
@@ -82,7 +82,7 @@ def _shown(value: object, type_name: str = "") -> str:
     return f"{{{', '.join(f'{key!r}: {_shown(item)}' for key, item in value.items())}}}"
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """The text with every character that is not printable escaped: the product names its classes and
     words its exceptions, and none of that may start a line of the detail (or a log's, or a CI command's)."""
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
