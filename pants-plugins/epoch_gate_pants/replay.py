@@ -579,8 +579,21 @@ async def _set_up(
     options: SampledPropertiesSubsystem,
 ) -> Union[Process, tuple[Reason, ...]]:
     """The replay's process (its sources placed, an interpreter found, the jail probed), or why it cannot run."""
-    constraints = suite_constraints(dependencies.closure, python_setup)
-    sources, interpreter, jail = await MultiGet(
+    try:
+        constraints = suite_constraints(dependencies.closure, python_setup)
+    except Exception as error:  # noqa: BLE001 - constraints that cannot be merged are a reason, not a traceback
+        return (
+            Reason(
+                Code.REPLAY_FAILED,
+                str(request.address),
+                "interpreter constraints the suite's targets agree on",
+                failure_line(error),
+                "the interpreter_constraints of the targets the suite reaches cannot be merged: give them one "
+                "interpreter",
+            ),
+        )
+    gate_constraints = InterpreterConstraints(python_setup.interpreter_constraints)
+    sources, interpreter, jail, gate_jail = await MultiGet(
         Get(
             ReplaySources,
             ReplaySourcesRequest(
@@ -593,9 +606,25 @@ async def _set_up(
         ),
         Get(Interpreter, InterpreterConstraints, constraints),
         Get(Jail, InterpreterConstraints, constraints),
+        Get(Jail, InterpreterConstraints, gate_constraints),
     )
     if interpreter.python is None:
         return (interpreter.reason(Code.REPLAY_FAILED, str(request.address), constraints),)
+    if jail.refusal is not None:
+        return (jail.refusal,)
+    isolated = (jail.isolation.jailed, jail.isolation.fixed_clock)
+    if isolated != (gate_jail.isolation.jailed, gate_jail.isolation.fixed_clock):
+        # The report and the statement say how the gate isolated what it judged: one jail for every replay
+        return (
+            Reason(
+                Code.ISOLATION_UNAVAILABLE,
+                str(request.address),
+                gate_jail.isolation.description,
+                jail.isolation.description,
+                f"the suite's interpreter ({constraints}) is not isolated as the gate's is, so the report "
+                "would misstate how it was judged: make the jail hold for both",
+            ),
+        )
     if sources.refusals:
         return sources.refusals
     process = await _replay_process(

@@ -156,6 +156,15 @@ def test_the_replay_runs_on_the_interpreter_its_targets_constrain_it_to(rule_run
         "an interpreter for CPython==3.11.*,==3.9.*",
     ), reason
 
+    # Constraints on two implementations do not merge at all: a reason too, never a traceback
+    rule_runner.write_files({"src/BUILD": 'python_sources(name="lib", interpreter_constraints=["PyPy>=3.9"])'})
+    run = rule_runner.request(ReplayRun, [ReplayRequest(Address("checks", target_name="props"))])
+    (reason,) = run.reasons
+    assert (reason.code, reason.expected) == (
+        Code.REPLAY_FAILED,
+        "interpreter constraints the suite's targets agree on",
+    )
+
 
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)  # the working tree's product is right; the candidate's has the bug

@@ -85,10 +85,10 @@ RECORDS = "the pin records by sha256 or the gate protects"
 
 
 async def _formatted(console: Console, goal: str, targets: Targets, named: Target) -> bool:
-    """Whether the repository's formatters leave the oracle's files the specs name as they are: every
-    named suite's fixture and manifest files (so that `pin-epoch … sample-properties <suite>` refuses once,
-    naming them all, and one `pants fmt` clears both goals), and the named target's own. When not, the
-    goal's refusal is printed."""
+    """Whether the repository's formatters leave as they are the files the two goals record: every named
+    suite's generator, inputs, catalog and predicates (so that `pin-epoch … sample-properties <suite>`
+    refuses once, naming them all, and one `pants fmt` clears both goals), and the named target's own.
+    When not, the goal's refusal is printed."""
     suites = await MultiGet(
         Get(Suite, SuiteRequest(t.address)) for t in targets if isinstance(t, SampledPropertiesTarget)
     )

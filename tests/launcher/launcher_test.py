@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,23 @@ def test_a_config_without_the_tools_pin_is_refused_in_words(tmp_path: Path) -> N
     assert done.returncode == 1
     assert "pants.toml has no [pex-cli] known_versions row for v2.1.137 on linux_x86_64" in done.stderr
     assert "stub pants" not in done.stdout
+
+
+def test_a_bootstrap_step_that_fails_ends_the_launch_and_keeps_nothing(tmp_path: Path) -> None:
+    """A download that does not match its pin stops the launch at that step, with pip's own words, and no
+    bootstrap is left for the next launch to take as finished."""
+    root = make_root(tmp_path, "0" * 64, 1)
+    pins = root / "3rdparty" / "bootstrap" / "pants-requirements.txt"
+    text = pins.read_text()
+    end = re.search(r"\n(?=\S)", text).start()  # type: ignore[union-attr] # the first requirement and its hashes
+    pins.write_text(re.sub("[0-9a-f]{64}", "0" * 64, text[:end]) + text[end:])
+    cache = tmp_path / "cache"
+    done = run(root, cache, "--version")
+    assert done.returncode != 0
+    said = done.stderr.splitlines()
+    assert said[1] == "pants launcher: installing Pants 2.17.1 from PyPI (hash-checked)", done.stderr
+    assert "HASHES" in done.stderr and "building the pex tool" not in done.stderr
+    assert not list(cache.glob("*/ready"))
 
 
 def test_a_missing_python39_says_what_to_install(tmp_path: Path) -> None:

@@ -54,7 +54,8 @@ class ProductRaised(ProductFailure):
 
     def __init__(self, types: tuple[str, ...], message: str, product_traceback: str) -> None:
         # One line, whatever the product wrote: the detail's lines after it are the runner's and its traceback
-        super().__init__(one_line(f"{types[0].rpartition('.')[2] if types else 'an exception'}: {message}"))
+        said = f"{types[0].rpartition('.')[2] if types else 'an exception'}: {message}"
+        super().__init__(one_line(said[:MAX_DETAIL]))  # `message` keeps the product's own words
         self.types, self.message, self.product_traceback = types, message, product_traceback
 
     def describe(self) -> str:
@@ -77,7 +78,11 @@ class ProductAttributeError(ProductRaised, AttributeError):
 
 
 class NotData(ProductFailure):
-    """The product's answer is not the data the predicate reads: not data at all, or without that field."""
+    """The product's answer is not the data the predicate reads: not data at all, or without that field.
+    Its message, which can name the product's classes, is one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message[:MAX_DETAIL]))
 
     def describe(self) -> str:
         return f"the product's answer {self}"

@@ -142,6 +142,11 @@ def test_a_violated_record_shows_the_calls_it_made_and_what_the_product_answered
     lines = forged.detail.split("\n")
     shown = lines[lines.index("its 1 call and the product's answers:") + 1 :]
     assert shown == ["  app.f() -> raised E\\nX: no\\u2028::error::x"]
+    forged = judged(
+        lambda record, product: judging.plain(product.app.f()) == 0,
+        ["o", 1, "T\nits 1 call and the product's answers:", "x\r\x1b[2J"],
+    )
+    assert len(forged.detail.split("\n")) == 3 and "\x1b" not in forged.detail and "\r" not in forged.detail
     many = judged(lambda record, product: [product.app.f() for _ in range(9)] == [], *[["v", "int", 1]] * 9)
     assert many.detail.splitlines()[1] == "the first 8 of its 9 calls and the product's answers:"
     assert judged(lambda record, product: False) == judging.Judgement(False, "predicate returned False")
