@@ -11,11 +11,12 @@ securesystemslib's signers add key formats and a dependency tree the gate does n
 from __future__ import annotations
 
 import base64
+import functools
 import binascii
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import os
 from pathlib import Path
@@ -64,30 +65,29 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_private_key(data: bytes) -> Ed25519PrivateKey:
-    seed = _hex_key(data)
-    if seed is not None:
-        return Ed25519PrivateKey.from_private_bytes(seed)
-    try:
-        key = load_pem_private_key(data.strip(), password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
-        raise KeyUnusable(f"not an unencrypted PKCS#8 PEM key or 64 hex digits ({type(error).__name__})") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
-    return key
+    from_pem = functools.partial(load_pem_private_key, password=None)
+    key = _load(data, Ed25519PrivateKey.from_private_bytes, from_pem, "an unencrypted PKCS#8 PEM key")
+    return _ed25519(key, Ed25519PrivateKey)  # type: ignore[no-any-return]
 
 
 def load_public_key(data: bytes) -> Ed25519PublicKey:
+    key = _load(data, Ed25519PublicKey.from_public_bytes, load_pem_public_key, "a PEM public key")
+    return _ed25519(key, Ed25519PublicKey)  # type: ignore[no-any-return]
+
+
+def _load(data: bytes, from_raw: Callable[[bytes], Any], from_pem: Callable[[bytes], Any], pem: str) -> Any:
+    """The key in `data`: 64 hex digits (its raw bytes), else `pem`; else KeyUnusable, naming what it is not."""
     raw = _hex_key(data)
-    if raw is not None:
-        try:
-            return Ed25519PublicKey.from_public_bytes(raw)
-        except ValueError:
-            raise KeyUnusable("64 hex digits that are no Ed25519 public key") from None
     try:
-        key = load_pem_public_key(data.strip())
+        return from_raw(raw) if raw is not None else from_pem(data.strip())
     except (ValueError, TypeError, UnsupportedAlgorithm) as error:
-        raise KeyUnusable(f"not a PEM public key or 64 hex digits ({type(error).__name__})") from None
-    if not isinstance(key, Ed25519PublicKey):
+        if raw is not None:
+            raise KeyUnusable("64 hex digits that are no Ed25519 key") from None
+        raise KeyUnusable(f"not {pem} or 64 hex digits ({type(error).__name__})") from None
+
+
+def _ed25519(key: Any, kind: type) -> Any:
+    if not isinstance(key, kind):
         raise KeyUnusable(f"a {type(key).__name__.lstrip('_')}, not an Ed25519 key")
     return key
 
