@@ -350,12 +350,30 @@ async def replay_sources(request: ReplaySourcesRequest, build_root: BuildRoot) -
     return ReplaySources(code, predicates.snapshot.digest, tuple(sorted(names)), tuple(sorted(oracle)))
 
 
+MAX_PATCH = 256  # the releases of a minor series `_shortest` checks: CPython's have stayed under 30
+
+
 def suite_constraints(closure: Iterable[Target], python_setup: PythonSetup) -> InterpreterConstraints:
     """The interpreter a suite's replay runs on (its runner and predicates, and the product in its child),
     chosen as Pants' own goals choose one for the code: the constraints of every target the suite reaches
     (their `interpreter_constraints`, else `[python].interpreter_constraints`), all at once."""
     found = InterpreterConstraints.create_from_targets(closure, python_setup)
-    return found if found is not None else InterpreterConstraints(python_setup.interpreter_constraints)
+    return _shortest(found) if found is not None else InterpreterConstraints(python_setup.interpreter_constraints)
+
+
+def _shortest(constraints: InterpreterConstraints) -> InterpreterConstraints:
+    """The same interpreters, each requirement that pins one minor series (`==3.9.*`) and whose other
+    clauses every release of that series meets (`>=3.9,<3.12`, the core's range) written as the series
+    alone: the suites whose targets allow just what `[python]` does then share its interpreter search
+    (a process of its own for each spelling, seconds each in a run without pantsd)."""
+    shortest = []
+    for requirement in constraints:
+        series = [s.version[:-2] for s in requirement.specifier if s.operator == "==" and s.version.endswith(".*")]
+        whole = len(series) == 1 and all(
+            requirement.specifier.contains(f"{series[0]}.{patch}") for patch in range(MAX_PATCH)
+        )
+        shortest.append(f"{requirement.project_name}=={series[0]}.*" if whole else str(requirement))
+    return InterpreterConstraints(shortest)
 
 
 async def _requirements(

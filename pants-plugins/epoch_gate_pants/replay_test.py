@@ -166,6 +166,22 @@ def test_the_replay_runs_on_the_interpreter_its_targets_constrain_it_to(rule_run
     )
 
 
+@pytest.mark.parametrize(
+    "merged, shortest",
+    [
+        (["CPython<3.12,==3.9.*,>=3.9"], ["CPython==3.9.*"]),  # the core's range with a service's series
+        (["CPython==3.9.*,!=3.9.5"], ["CPython!=3.9.5,==3.9.*"]),  # a release left out: as it was
+        (["CPython==3.9.*,<3.9.10"], ["CPython<3.9.10,==3.9.*"]),
+        (["CPython>=3.9,<3.12"], ["CPython<3.12,>=3.9"]),  # no one series: as it was
+        (["CPython==3.11.*,==3.9.*"], ["CPython==3.11.*,==3.9.*"]),  # none: still none
+    ],
+)
+def test_a_suites_constraints_are_written_the_shortest_way_for_the_same_interpreters(
+    merged: list[str], shortest: list[str]
+) -> None:
+    assert [str(r) for r in replay._shortest(InterpreterConstraints(merged))] == shortest
+
+
 def test_trusted_mode_replays_the_candidates_code_not_the_working_trees(rule_runner: RuleRunner) -> None:
     write_repo(rule_runner)  # the working tree's product is right; the candidate's has the bug
     candidate = candidate_files(

@@ -36,10 +36,8 @@ _decision.label_of = _judge.label_of = lambda reasons: _decision.Label.ELIGIBLE
 """
 HOST_PROBES = {
     "Find interpreter for constraints: CPython==3.9.*",
-    # Each suite's, from its targets' constraints (the core's range with the service's: orders on the
-    # repository's 3.9, inventory on 3.11)
-    "Find interpreter for constraints: CPython<3.12,==3.9.*,>=3.9",
-    "Find interpreter for constraints: CPython<3.12,==3.11.*,>=3.9",
+    # The inventory suite's, from its targets' constraints (orders' are the repository's 3.9)
+    "Find interpreter for constraints: CPython==3.11.*",
     "Locate the interpreter",
     "Read the bubblewrap version",
     "Probe the jail",
