@@ -569,6 +569,29 @@ def test_trusted_mode_signs_its_statement_with_the_key(repo: GateRepo) -> None:
     ], unusable.stdout
 
 
+def test_held_out_draws_need_the_key_without_pantsd_and_say_why_they_did_not_run(repo: GateRepo) -> None:
+    """Without the key, the pinned world and the manifest only, said so; CI that always passes the key
+    (`--gate-held-out-required`) is closed without it; the key under pantsd (a daemon would keep it for
+    later runs) is refused and nothing is drawn. (The draws themselves: tests/e2e/held_out_test.py.)"""
+    commit = repo.candidate("honest", {"src/notes.py": '"""Notes."""\n'})
+    unkeyed = repo.gate(f"--gate-candidate={commit}")
+    assert unkeyed.verdict == "eligible", unkeyed.stdout
+    (suite,) = suites(unkeyed.report)
+    assert (suite["held_out"], suite["held_out_properties"]) == (
+        {"drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the pinned world only"},
+        {"drawn": False, "why": "no key ($EPOCH_GATE_HELD_OUT_KEY is unset): the manifest only"},
+    )
+    required = repo.gate("--gate-held-out-required", f"--gate-candidate={commit}")
+    assert required.verdict == "closed", required.stdout
+    assert [r["path"] for r in reasons(required.report, "held-out-unavailable")] == ["$EPOCH_GATE_HELD_OUT_KEY"]
+    under = repo.gate(f"--gate-candidate={commit}", env={"EPOCH_GATE_HELD_OUT_KEY": "ab" * 32})
+    assert under.verdict == "closed", under.stdout
+    assert [(r["path"], r["found"]) for r in reasons(under.report, "held-out-unavailable")] == [
+        ("$EPOCH_GATE_HELD_OUT_KEY", "pantsd")
+    ]
+    assert suites(under.report)[0]["held_out"]["drawn"] is False
+
+
 def test_trusted_mode_without_a_jail_is_closed_unless_an_unjailed_verdict_is_accepted(repo: GateRepo) -> None:
     commit = repo.candidate("honest-unjailed", {"src/notes.py": '"""Notes."""\n'})
     run = repo.gate(f"--gate-candidate={commit}", jailed=False)
