@@ -23,9 +23,10 @@ def adopted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NewRepo]:
     here = Path.cwd()
     wheels = sorted(here.glob("epoch_gate*.whl"))  # at the sandbox root, where Pants puts the packages
     assert {w.name.split("-")[0] for w in wheels} == {"epoch_gate", "epoch_gate_pants"}, wheels
-    repo = NewRepo.create(tmp_path_factory.mktemp("adoption"), wheels, here)
+    guide = (here / "docs/adopting.md").read_text()
+    repo = NewRepo.create(tmp_path_factory.mktemp("adoption"), wheels, guide)
     try:
-        for command in documented_commands((here / "docs/adopting.md").read_text()):
+        for command in documented_commands(guide):
             done = repo.sh(command, timed=True)
             if command != "pants gate ::":
                 assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"

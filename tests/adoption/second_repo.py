@@ -36,21 +36,11 @@ PASSED_ENV = (
     "NO_PROXY",
     "no_proxy",
 )
-# The launcher (this machine's stand-in for scie-pants, which downloads from GitHub) and its pins.
-LAUNCHER = (
-    "pants",
-    "3rdparty/bootstrap/pants-requirements.txt",
-    "3rdparty/bootstrap/pex-requirements.txt",
-    "3rdparty/bootstrap/isolation.txt",
-)
-PEX_PIN = "v2.1.137|linux_x86_64|2917b29129a5865346d87f2b2c7a50670e7abc416429c6b1c8e6c8f45f82871d|3563513"
-
 PANTS_TOML = """\
 [GLOBAL]
 pants_version = "2.17.1"
 plugins = ["epoch-gate-pants==0.1.0"]
 backend_packages = ["pants.backend.python"]
-pants_ignore.add = ["/.pants.bootstrap/"]
 
 [python-repos]
 find_links = ["file://{wheelhouse}"]
@@ -58,26 +48,8 @@ find_links = ["file://{wheelhouse}"]
 [python]
 interpreter_constraints = ["CPython==3.9.*"]
 
-# This machine: Python under pyenv, pex built by the launcher, pip without the global config, the jail's tools.
 [python-infer]
 use_rust_parser = true
-
-[python-bootstrap]
-search_path = ["<PYENV>", "<PATH>"]
-
-[pex-cli]
-version = "v2.1.137"
-url_template = "file://%(buildroot)s/.pants.bootstrap/pex-{{version}}"
-known_versions = ["{pex_pin}"]
-
-[subprocess-environment]
-env_vars.add = ["PIP_CONFIG_FILE=/dev/null"]
-
-[bwrap]
-url_template = "file://%(buildroot)s/.pants.bootstrap/isolation/bwrap"
-
-[libfaketime]
-url_template = "file://%(buildroot)s/.pants.bootstrap/isolation/libfaketime.so.1"
 """
 
 GENERATOR = '''\
@@ -126,7 +98,7 @@ properties:
 """
 
 FILES = {
-    ".gitignore": "/dist/\n/.pants.d/\n/.pants.bootstrap/\n/.pids/\n__pycache__/\n",
+    ".gitignore": "__pycache__/\n",  # the launcher's command adds its own lines
     "fixtures/generate_prices.py": GENERATOR,
     "fixtures/prices/base.json": '{"count": 200}\n',
     "src/shop/__init__.py": "",
@@ -137,11 +109,12 @@ FILES = {
 }
 
 
-def documented_commands(adopting_md: str) -> list[str]:
-    """The `$ ` lines of the marked block in docs/adopting.md: the test runs what the guide says."""
-    block = re.search(r"<!-- adopting:commands.*?-->\s*```console\n(.*?)```", adopting_md, re.S)
-    assert block, "docs/adopting.md lost its adopting:commands block"
-    return [line[2:] for line in block.group(1).splitlines() if line.startswith("$ ")]
+def documented_commands(adopting_md: str, block: str = "commands") -> list[str]:
+    """The `$ ` lines of a marked block of docs/adopting.md (`adopting:commands`, `adopting:launcher`): the
+    test runs what the guide says."""
+    found = re.search(rf"<!-- adopting:{block}\b.*?-->\s*```console\n(.*?)```", adopting_md, re.S)
+    assert found, f"docs/adopting.md lost its adopting:{block} block"
+    return [line[2:] for line in found.group(1).splitlines() if line.startswith("$ ")]
 
 
 @dataclass
@@ -152,16 +125,13 @@ class NewRepo:
     outputs: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)  # by command, if timed
 
     @classmethod
-    def create(cls, where: Path, wheels: list[Path], launcher_from: Path) -> "NewRepo":
+    def create(cls, where: Path, wheels: list[Path], guide: str) -> "NewRepo":
         wheelhouse, root, origin, bin_dir = (where / n for n in ("wheelhouse", "shop", "origin.git", "bin"))
         for folder in (wheelhouse, root, bin_dir):
             folder.mkdir(parents=True)
         for wheel in wheels:
             shutil.copy2(wheel, wheelhouse / wheel.name)
-        for rel in LAUNCHER:
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(launcher_from / rel, root / rel)
-        (root / "pants.toml").write_text(PANTS_TOML.format(wheelhouse=wheelhouse, pex_pin=PEX_PIN))
+        (root / "pants.toml").write_text(PANTS_TOML.format(wheelhouse=wheelhouse))
         for rel, text in FILES.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
@@ -175,6 +145,10 @@ class NewRepo:
         repo = cls(root, bin_dir)
         subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
         repo.sh("git init -q -b main && git remote add origin " + str(origin))
+        # Pants on this machine (no scie-pants here): the guide's one command, from the wheels' folder
+        for command in documented_commands(guide, "launcher"):
+            done = repo.sh(command.replace("/srv/wheels", str(wheelhouse)), timed=True)
+            assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-4000:]}"
         return repo
 
     def env(self) -> dict[str, str]:

@@ -66,6 +66,9 @@ def test_tailor_declared_the_oracle(adopted: NewRepo) -> None:
     assert '"prices/base.json"' in fixtures
     assert 'property_manifest(\n    name="manifest",\n)' in checks
     assert 'fixture="fixtures:prices_epoch"' in checks and '"checks/shop_properties.py"' in checks
+    # The launcher's pins are not requirements of the repository's: tailor proposes no target for them
+    assert not (adopted.root / "3rdparty/bootstrap/BUILD").exists()
+    assert adopted.sh("pants tailor --check ::").returncode == 0
 
 
 def test_the_first_gate_is_eligible_with_an_attested_verdict(adopted: NewRepo) -> None:
@@ -225,6 +228,7 @@ def test_codeowners_from_the_build_graph_cover_the_oracle(adopted: NewRepo) -> N
         "/checks/shop_properties.py",
         "/checks/manifest.json",
         "/pants.toml",
+        "/3rdparty/bootstrap/pants.toml",  # the launcher's configuration: Pants reads it
         "/freezes/",
     ):
         assert f"{path} @shop/oracle" in lines, lines

@@ -12,20 +12,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 FAKE_PEX = b"#!/bin/sh\necho fake pex\n"
+LAUNCHER_FILES = ("pants-pins.txt", "pex-pins.txt", "isolation.txt", "pants.toml")
 
 
 def make_root(tmp_path: Path, pex_sha: str, pex_size: int) -> Path:
-    """A copy of the launcher and what it pins, with [pex-cli] known_versions set to (sha, size)."""
+    """A copy of the launcher and its files, with its [pex-cli] known_versions set to (sha, size), in a
+    repository whose own pants.toml says nothing of the launcher."""
     root = tmp_path / "repo"
     (root / "3rdparty" / "bootstrap").mkdir(parents=True)
     shutil.copy("pants", root / "pants")
-    for name in ("pants-requirements.txt", "pex-requirements.txt", "isolation.txt"):
+    for name in LAUNCHER_FILES:
         shutil.copy(f"3rdparty/bootstrap/{name}", root / "3rdparty" / "bootstrap" / name)
-    toml = Path("pants.toml").read_text()
+    toml = Path("3rdparty/bootstrap/pants.toml").read_text()
     start = toml.index('known_versions = ["v2.1.137|linux_x86_64|')
     end = toml.index('"]', start)
     row = f'known_versions = ["v2.1.137|linux_x86_64|{pex_sha}|{pex_size}'
-    (root / "pants.toml").write_text(toml[:start] + row + toml[end:])
+    (root / "3rdparty" / "bootstrap" / "pants.toml").write_text(toml[:start] + row + toml[end:])
+    (root / "pants.toml").write_text('[GLOBAL]\npants_version = "2.17.1"\n')
     return root
 
 
@@ -55,7 +58,9 @@ def fake_bootstrap(root: Path, cache: Path, pex: bytes) -> Path:
     (folder / "venv" / "bin").mkdir(parents=True)
     os.symlink(sys.executable, folder / "venv" / "bin" / "python")
     stub = folder / "venv" / "bin" / "pants"
-    stub.write_text('#!/bin/sh\necho "stub pants $*"; echo "ca=${PANTS_CA_CERTS_PATH:-none}"\n')
+    stub.write_text(
+        '#!/bin/sh\necho "stub pants $*"; echo "ca=${PANTS_CA_CERTS_PATH:-none}"; echo "config=${PANTS_CONFIG_FILES:-}"\n'
+    )
     stub.chmod(0o755)
     (folder / "pex-v2.1.137").write_bytes(pex)
     (folder / "ready").touch()
@@ -98,23 +103,55 @@ def test_a_tool_with_the_wrong_size_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_config_without_the_tools_pin_is_refused_in_words(tmp_path: Path) -> None:
-    """A pants.toml without the [pex-cli] block (an adopting repository's own) once ended the launch with
-    exit 1 and no output: `set -e` stopped it inside the grep that found no row."""
+    """A launcher configuration without the [pex-cli] row once ended the launch with exit 1 and no output:
+    `set -e` stopped it inside the grep that found no row."""
     root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
     cache = tmp_path / "cache"
     fake_bootstrap(root, cache, FAKE_PEX)
-    (root / "pants.toml").write_text('[GLOBAL]\npants_version = "2.17.1"\n')
+    (root / "3rdparty" / "bootstrap" / "pants.toml").write_text("[GLOBAL]\n")
     done = run(root, cache, "--version")
     assert done.returncode == 1
-    assert "pants.toml has no [pex-cli] known_versions row for v2.1.137 on linux_x86_64" in done.stderr
+    assert "3rdparty/bootstrap/pants.toml has no [pex-cli] known_versions row for v2.1.137 on" in done.stderr
     assert "stub pants" not in done.stdout
+    (root / "3rdparty" / "bootstrap" / "pants.toml").unlink()
+    done = run(root, cache, "--version")
+    assert done.returncode == 1 and "3rdparty/bootstrap/pants.toml, the launcher's configuration, is missing" in (
+        done.stderr
+    )
+
+
+def test_the_launchers_configuration_comes_first_and_the_repositorys_wins(tmp_path: Path) -> None:
+    """Pants reads the launcher's configuration, then the repository's pants.toml (the later file wins): an
+    adopting repository's pants.toml needs none of the launcher's settings. A list the user set keeps their
+    files; one a launcher set (a nested launch's) is replaced by this repository's."""
+    root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
+    cache = tmp_path / "cache"
+    fake_bootstrap(root, cache, FAKE_PEX)
+    real = root.resolve()
+    ours = f"['{real}/3rdparty/bootstrap/pants.toml', '{real}/pants.toml']"
+    done = run(root, cache, "--version")
+    assert done.returncode == 0 and f"config={ours}" in done.stdout.splitlines(), done.stdout + done.stderr
+    nested = run(
+        root,
+        cache,
+        "--version",
+        PANTS_CONFIG_FILES="['/elsewhere/a', '/elsewhere/b']",
+        EPOCH_GATE_CONFIG_FILES="['/elsewhere/a', '/elsewhere/b']",
+    )
+    assert f"config={ours}" in nested.stdout.splitlines(), nested.stdout
+    users = run(root, cache, "--version", PANTS_CONFIG_FILES="+['ci.toml']")
+    assert (
+        users.stdout.splitlines()[:1]
+        == [f"stub pants --pants-config-files=+['{real}/3rdparty/bootstrap/pants.toml'] --version"]
+        and "config=+['ci.toml']" in users.stdout.splitlines()
+    ), users.stdout
 
 
 def test_a_bootstrap_step_that_fails_ends_the_launch_and_keeps_nothing(tmp_path: Path) -> None:
     """A download that does not match its pin stops the launch at that step, with pip's own words, and no
     bootstrap is left for the next launch to take as finished."""
     root = make_root(tmp_path, "0" * 64, 1)
-    pins = root / "3rdparty" / "bootstrap" / "pants-requirements.txt"
+    pins = root / "3rdparty" / "bootstrap" / "pants-pins.txt"
     text = pins.read_text()
     end = re.search(r"\n(?=\S)", text).start()  # type: ignore[union-attr] # the first requirement and its hashes
     pins.write_text(re.sub("[0-9a-f]{64}", "0" * 64, text[:end]) + text[end:])
@@ -150,7 +187,7 @@ def test_an_override_that_is_not_python39_is_refused(tmp_path: Path) -> None:
 def test_cold_bootstrap_races_safely_and_yields_a_working_pants(tmp_path: Path) -> None:
     """Two launches on an empty cache: one builds under the lock, the other reuses it; the pex tool
     built from PyPI has exactly the pinned hash."""
-    toml = Path("pants.toml").read_text()
+    toml = Path("3rdparty/bootstrap/pants.toml").read_text()
     row = toml[toml.index("v2.1.137|linux_x86_64|") :].split('"')[0].split("|")
     root = make_root(tmp_path, row[2], int(row[3]))
     cache = tmp_path / "cache"
@@ -199,7 +236,7 @@ def debian_archive_has_the_jail() -> bool:
 
 
 def test_a_tampered_jail_package_is_refused_and_the_launch_goes_on(tmp_path: Path) -> None:
-    toml = Path("pants.toml").read_text()
+    toml = Path("3rdparty/bootstrap/pants.toml").read_text()
     row = toml[toml.index("v2.1.137|linux_x86_64|") :].split('"')[0].split("|")
     root = make_root(tmp_path, row[2], int(row[3]))
     bin_dir = tmp_path / "bin"

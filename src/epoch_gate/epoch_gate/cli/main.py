@@ -1,7 +1,7 @@
 """`epoch-gate` / `python -m epoch_gate`: the same verdict outside Pants.
 
 Exit codes: 0 eligible, 1 closed, 2 hold (docs/contract.md, Verdict); 64 a usage error; for `pin`,
-`sample`, `replay` and `keep-witness`, 0 done and 1 refused (the reason is printed); for
+`sample`, `replay`, `keep-witness` and `launcher`, 0 done and 1 refused (the reason is printed); for
 `verify-statement`, 0 verified and 1 refused (each failed check is printed).
 """
 
@@ -373,11 +373,33 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--max-age-hours", type=_hours, default=24.0, help="how old timeVerified may be (24)")
     check.set_defaults(run=cmd_verify_statement)
 
+    launch = sub.add_parser(
+        "launcher",
+        help="copy the ./pants launcher this wheel was built with, its pins and configuration, into a repository "
+        "(Pants on a machine without scie-pants)",
+    )
+    launch.add_argument("--root", default=".", help="the repository's root (default: here)")
+    launch.add_argument("--replace", action="store_true", help="overwrite launcher files that hold other bytes")
+    launch.set_defaults(run=cmd_launcher)
+
     ids = sub.add_parser("identities", help="print the epoch and manifest identities")
     ids.add_argument("--pin", default="fixtures/EPOCH")
     ids.add_argument("--manifest", default="checks/manifest.json")
     ids.set_defaults(run=cmd_identities)
     return top
+
+
+def cmd_launcher(args: argparse.Namespace) -> int:
+    from epoch_gate.cli.launcher import install, packaged
+
+    done, refused = install(Path(args.root), packaged(), replace=args.replace)
+    for line in refused:
+        print(f"refused: {line}", file=sys.stderr)
+    if refused:
+        return 1
+    print("\n".join(done))
+    print("launcher: run `./pants --version` once to bootstrap Pants (under a minute), then commit what was written")
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -22,7 +22,7 @@ from epoch_gate.runner.jail.isolation import CHILD_CLOCK, child_jail_arguments
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner.jail import confine
-from epoch_gate.runner.judge import parent
+from epoch_gate.runner.judge import channel, parent
 from epoch_gate.runner.product.child import unshipped_stub
 from epoch_gate.runner.judge.channel import FAULT
 from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits
@@ -354,15 +354,16 @@ def test_importing_a_module_the_replay_did_not_ship_ends_the_replay(
     )
 
 
-def test_a_child_that_does_not_exit_after_its_answers_is_ended(tmp_path: Path) -> None:
+def test_a_child_that_does_not_exit_after_its_answers_is_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(channel, "EXIT_GRACE", 1.0)  # the grace, not its length, is what is tested
     started = time.monotonic()
     outcome = replay(tmp_path, "lingers")
     assert (outcome.outcome, outcome.error_code, outcome.detail) == (
         "error",
         "runner-protocol",
-        "the child did not exit within 5 s of its last answer",
+        "the child did not exit within 1 s of its last answer",
     )
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 11
 
 
 def test_the_resident_memory_of_the_whole_tree_is_bounded(tmp_path: Path) -> None:
