@@ -5,14 +5,11 @@ ended."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import resource
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -20,6 +17,7 @@ from epoch_gate.reasons import Code
 from epoch_gate.runner import protocol
 from epoch_gate.runner.product.child import EXIT_MEMORY, EXIT_UNSHIPPED, LOADED_FROM, UNSHIPPED_MARK
 from epoch_gate.runner.jail.confine import MAX_CHILDREN, ChildJail, Limits, Watch, cpu_seconds
+from epoch_gate.runner.jail.reaper import OrphansRemain, children_cpu_seconds, exits_within, kill_orphans, pin
 
 # The child's interpreter is isolated (-I: no environment, no script folder, no user site; -S: no
 # site-packages) and sees the runner first, then the standard library, then --child-path folders, and
@@ -29,90 +27,10 @@ CHILD_BOOT = (
     "sys.exit(main(sys.argv[2:]))"
 )
 
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36  # <linux/prctl.h>
-MAX_ORPHAN_ROUNDS = 100
 EXIT_GRACE = 5.0  # seconds the child has to exit once its channel is closed
 # The share of its CPU limit a process killed there is seen charged at least: a jailed one is seen by the
 # watch's samples only, the last of them up to a poll (or, under load, a few) before the kill.
 CPU_ACCOUNTED = 0.8
-
-
-def guard_parent() -> None:
-    """Before the child starts: no process of the same uid may read or write this one's memory
-    (/proc/<pid>/mem, ptrace), and every process the child leaves behind is reparented here, where
-    `kill_orphans` ends it before any output is written. Linux only; elsewhere the jail must hold."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return
-    for option, value in ((PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1)):
-        with contextlib.suppress(AttributeError):
-            libc.prctl(option, value, 0, 0, 0)
-
-
-def cores() -> list[int]:
-    """The cores this process may run on."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-
-
-def pin(cpu: Optional[int]) -> None:
-    """Keeps the calling thread (and what it starts) on one core. A child and the parent's thread that
-    waits on it take turns, one call and one answer at a time: on one core each turn is a switch between
-    them (9 us a round trip here), across two a wake-up of another core (55 us)."""
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {cpu})
-
-
-def _children() -> list[int]:
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as stat:
-                    fields = stat.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[1].decode() == me:
-                found.append(int(entry))
-    return found
-
-
-def kill_orphans(spare: Iterable[int] = ()) -> None:
-    """Kills and reaps every child of this process but the `spare` ones (the other children of the replay,
-    still answering): the orphans the replay's children left, reparented here, until none is left; raises
-    ChildFailed if they keep coming."""
-    if not os.path.isdir("/proc"):
-        return
-    kept = set(spare)
-    for _ in range(MAX_ORPHAN_ROUNDS):
-        children = [pid for pid in _children() if pid not in kept]
-        if not children:
-            return
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in children:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-    raise ChildFailed(Code.RUNNER_PROTOCOL, "the processes the child started would not end", fault=True)
-
-
-def _exits_within(pid: int, seconds: float) -> bool:
-    """Whether the child `pid` exits within `seconds` (it is left unreaped either way)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-
-
-def _children_cpu_seconds() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def close_all(channels: Sequence[Channel]) -> Optional[ChildFailed]:
@@ -246,7 +164,7 @@ class Channel:
         the child is done. One that left the group (setsid) was reparented to this process, a child
         subreaper (`guard_parent`); in the child's jail, all of them die with its PID namespace."""
         if self._process.returncode is None:
-            self._late = not _exits_within(self._process.pid, EXIT_GRACE)
+            self._late = not exits_within(self._process.pid, EXIT_GRACE)
             if self._fate.failure is None:  # its own processes only: the other children may still answer
                 Watch.kill_tree(self._process.pid)
                 with contextlib.suppress(ProcessLookupError):
@@ -256,12 +174,15 @@ class Channel:
             os.waitid(os.P_PID, self._process.pid, os.WEXITED | os.WNOWAIT)
             self._watch.stop_polling()  # it kills by the group's id, free for reuse once the child is reaped
             own = cpu_seconds(self._process.pid)  # the charge RLIMIT_CPU checked, unjailed
-            before = _children_cpu_seconds()
+            before = children_cpu_seconds()
             self._process.wait()
             self._fate.alive.discard(self._process.pid)
             # In the child's jail this reaps its init, and with it the CPU time of its processes.
-            kill_orphans(spare=self._fate.alive)
-            self._cpu_seconds = max(own, _children_cpu_seconds() - before)
+            try:
+                kill_orphans(spare=self._fate.alive)
+            except OrphansRemain as exc:
+                raise ChildFailed(Code.RUNNER_PROTOCOL, str(exc), fault=True) from None
+            self._cpu_seconds = max(own, children_cpu_seconds() - before)
         self._watch.stop_polling()
         self._watch.output_ended()
         return self._process.returncode

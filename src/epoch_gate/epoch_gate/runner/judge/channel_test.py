@@ -11,6 +11,7 @@ import pytest
 from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
+from epoch_gate.runner.jail import reaper
 from epoch_gate.runner.judge import channel
 from epoch_gate.runner.judge import parent as replay
 
@@ -162,7 +163,7 @@ def test_the_parent_guards_its_memory_and_adopts_what_the_child_leaves() -> None
     is reparented to the parent (to be killed before any output), not to init."""
     import ctypes
 
-    channel.guard_parent()
+    reaper.guard_parent()
     libc = ctypes.CDLL(None, use_errno=True)
     value = ctypes.c_int(-1)
     assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE

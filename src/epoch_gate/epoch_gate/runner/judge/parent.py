@@ -42,7 +42,8 @@ from epoch_gate.reasons import Code, EvidenceError
 from epoch_gate.evidence.replay_result import OBSERVATIONS, SUMMARY, PropertyOutcome, ReplayResult
 from epoch_gate.runner.judge import judging
 from epoch_gate.runner import protocol
-from epoch_gate.runner.judge.channel import Channel, ChildFailed, Fate, close_all, cores, guard_parent, pin
+from epoch_gate.runner.judge.channel import Channel, ChildFailed, Fate, close_all
+from epoch_gate.runner.jail.reaper import cores, guard_parent, pin
 from epoch_gate.runner.jail.confine import ChildJail, Limits
 from epoch_gate.runner.finder import SandboxFinder
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
