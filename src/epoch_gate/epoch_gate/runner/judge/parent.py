@@ -18,20 +18,16 @@ fails: the property is then an `error`. Stdlib only, so it runs in a bare sandbo
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import gc
-import importlib
-import inspect
 import json
 import shutil
 import sys
 import threading
-import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from epoch_gate.evidence.atomic import replace_file
 from epoch_gate.evidence.catalog import Property
@@ -45,10 +41,9 @@ from epoch_gate.runner import protocol
 from epoch_gate.runner.judge.channel import Channel, ChildFailed, Fate, close_all
 from epoch_gate.runner.jail.reaper import cores, guard_parent, pin
 from epoch_gate.runner.jail.confine import ChildJail, Limits
-from epoch_gate.runner.finder import SandboxFinder
+from epoch_gate.runner.judge.predicates import Predicate, close_imports, load_predicate, oracle_imports
 from epoch_gate.evidence.world import LoadedWorld, load_world, record_batches
 
-Predicate = Callable[[object, judging.Product], object]
 Record = tuple[int, int, bytes]  # (index among its bound's records from 1, line number, exact record bytes)
 # Each answer is many small containers: at Python's default thresholds the cyclic collector ran every 700
 # of them and tripled the cost of reading an answer (bench/replay_split.py). Nothing the runner builds is
@@ -196,43 +191,6 @@ def _error(prop: Property, code: Code, detail: str, count: int = 0) -> PropertyO
     return PropertyOutcome(prop.name, prop.bound, count, "error", (), detail[:500], code.value)
 
 
-def _load_predicate(prop: Property) -> Union[Predicate, PropertyOutcome]:
-    """The property's predicate, imported here under the oracle's names only, or why it cannot judge."""
-    module, _, function = prop.predicate.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), function)
-    except ModuleNotFoundError as exc:
-        return _error(
-            prop,
-            Code.PREDICATE_ERROR,
-            (
-                f"cannot load predicate {prop.predicate}: it imports {exc.name}, which is not the oracle's. A "
-                "predicate runs outside the product: take `product` as its second parameter and call the product "
-                "through it (`product.pkg.module.function(...)`, docs/adopting.md) instead of importing it"
-            ),
-        )
-    except Exception as exc:  # noqa: BLE001 - a predicate that cannot load is that property's error
-        return _error(
-            prop, Code.PREDICATE_ERROR, f"cannot load predicate {prop.predicate}: {type(exc).__name__}: {exc}"
-        )
-    try:
-        parameters = len(inspect.signature(found).parameters)
-    except (TypeError, ValueError):
-        parameters = -1
-    if parameters != 2:
-        return _error(
-            prop,
-            Code.PREDICATE_ERROR,
-            (
-                f"predicate {prop.predicate} takes "
-                f"{'no readable' if parameters < 0 else parameters} parameter{'' if parameters == 1 else 's'}, "
-                "not (record, product): a predicate runs outside the product and calls it through `product` "
-                "(docs/adopting.md)"
-            ),
-        )
-    return found  # type: ignore[no-any-return]
-
-
 Observed = list[tuple[Observation, bytes]]  # (observation, witness): written only once the child is dead
 
 
@@ -306,38 +264,6 @@ def _write_observations(prop: Property, outcome: PropertyOutcome, observed: Obse
     return outcome
 
 
-def _inside(entry: object, root: Path) -> bool:
-    """Whether an import path entry is in `root` ('' and other relative entries: from the cwd)."""
-    return isinstance(entry, str) and Path(entry).resolve().is_relative_to(root)
-
-
-def close_imports(sandbox: Path) -> None:
-    """Called once the runner and the predicates are imported, before the child starts: the child shares
-    the sandbox and may write to it, and the runner's own folder (sys.path[0] in the jail), cwd-relative
-    entries and the packages imported from it (epoch_gate, the oracle's) are all in it. Any later import
-    of the parent (a lazy one of the standard library, say) can then only come from the standard library,
-    never from a module the product planted."""
-    root = sandbox.resolve()
-    sys.path[:] = [entry for entry in sys.path if not _inside(entry, root)]
-    for entry in [entry for entry in sys.path_importer_cache if _inside(entry, root)]:
-        del sys.path_importer_cache[entry]
-    for module in list(sys.modules.values()):
-        # vars(), not getattr: a module's __getattr__ could import (or run) anything
-        folders = vars(module).get("__path__") if isinstance(module, types.ModuleType) else None
-        if any(_inside(folder, root) for folder in folders or ()):
-            module.__path__ = []  # no new submodule from the sandbox either
-
-
-@contextlib.contextmanager
-def oracle_imports(sandbox: Path, names: Iterable[str]) -> Iterator[None]:
-    finder = SandboxFinder(names, sandbox)
-    sys.meta_path.append(finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-
-
 def _set_up_product(channels: Sequence[Channel], setup: str) -> None:
     """The product's own set-up (`module:function`, a framework's: Django's settings and tables), called
     once in each child before any property, as any product call is. It is product code, so its failure is
@@ -378,7 +304,7 @@ def run(
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     threading.stack_size(THREAD_STACK)
     with oracle_imports(child.sandbox, child.oracle_names):
-        predicates = [_load_predicate(prop) for prop in manifest.properties]
+        predicates = [load_predicate(prop) for prop in manifest.properties]
     close_imports(child.sandbox)
     product_names = set(child.sandbox_names) - set(child.oracle_names)
     guard_parent()
@@ -394,8 +320,8 @@ def run(
         if product_setup:
             _set_up_product(channels, product_setup)
         results = [
-            (predicate, [])
-            if isinstance(predicate, PropertyOutcome)
+            (_error(prop, Code.PREDICATE_ERROR, predicate), [])
+            if isinstance(predicate, str)
             else replay_property(channels, prop, predicate, loaded, suite, epoch_id, max_witnesses)
             for prop, predicate in zip(manifest.properties, predicates)
         ]

@@ -18,6 +18,7 @@ from epoch_gate.evidence.catalog import Catalog, Property
 from epoch_gate.evidence.manifest import sample
 from epoch_gate.evidence.replay_result import PropertyOutcome
 from epoch_gate.runner.judge import parent as replay
+from epoch_gate.runner.judge import predicates
 from epoch_gate.runner.product.child import LOADED_FROM, Server
 from epoch_gate.evidence.world import world_sha256
 
@@ -506,7 +507,7 @@ def test_close_imports_leaves_nothing_of_the_sandbox_importable(
     monkeypatch.setattr(sys, "path", ["runner", str(tmp_path / "runner"), "", *sys.path])
     importlib.import_module("split_pkg")  # a package of the sandbox, imported before the child starts
     try:
-        replay.close_imports(tmp_path)
+        predicates.close_imports(tmp_path)
         assert sys.path and not [entry for entry in sys.path if Path(entry).resolve().is_relative_to(tmp_path)]
         assert not [key for key in sys.path_importer_cache if Path(key).resolve().is_relative_to(tmp_path)]
         with pytest.raises(ModuleNotFoundError):
