@@ -31,9 +31,11 @@ from epoch_gate_pants.target_types import (
 
 ORACLE_TARGETS = (EpochFixtureTarget, PropertyManifestTarget, SampledPropertiesTarget)
 # Read from the build root whatever the options say: a .pants.rc by default; another pants*.toml a CI
-# job may name in PANTS_CONFIG_FILES; and what the scie-pants launcher reads before Pants starts (a
-# `.env` it exports, a `.pants.bootstrap` file it sources with bash).
-CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc", ".env", ".pants.bootstrap")
+# job may name in PANTS_CONFIG_FILES; what the scie-pants launcher reads before Pants starts (a `.env` it
+# exports, a `.pants.bootstrap` file it sources with bash); and the launcher itself, with the pins and the
+# configuration of `epoch-gate launcher`'s (which installs them into the Pants that holds CI's keys, and
+# gives Pants its configuration however Pants is started).
+CONFIG_GLOBS = ("pants*.toml", ".pants.rc", "pantsrc", ".env", ".pants.bootstrap", "pants", "3rdparty/bootstrap/")
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ def test_protected_set_comes_from_the_build_graph(rule_runner: RuleRunner) -> No
         "pants.ci.toml",
         ".env",
         ".pants.bootstrap",
+        "pants",  # the launcher, and its pins and configuration (`epoch-gate launcher`)
+        "3rdparty/bootstrap/pants-pins.txt",
+        "3rdparty/bootstrap/pants.toml",
         "freezes",
         "observations",
     ):

@@ -189,7 +189,7 @@ def test_held_out_draws(seedless: Repo, tmp_path: Path) -> None:
     held = _drawn(first, ORDERS)
     assert held["world_sha256"] != first.suite(ORDERS)["identities"]["world_sha256"]
     assert held["seed_sha256"] != _drawn(caught, ORDERS)["seed_sha256"]  # another candidate, another world
-    assert held["records"] == {"money": 200, "orders": 300, "payments": 300, "retries": 200}
+    assert held["records"] == {"money": 500, "orders": 300, "payments": 300, "retries": 200}
     drawn = first.suite(ORDERS)["held_out_properties"]
     assert drawn["drawn"] is True and drawn["count"] == "all" and len(drawn["properties"]) == 11, drawn
     assert {p["outcome"] for p in held["properties"]} == {"pass"} and len(held["properties"]) == 19

@@ -122,29 +122,33 @@ def test_a_config_without_the_tools_pin_is_refused_in_words(tmp_path: Path) -> N
 
 def test_the_launchers_configuration_comes_first_and_the_repositorys_wins(tmp_path: Path) -> None:
     """Pants reads the launcher's configuration, then the repository's pants.toml (the later file wins): an
-    adopting repository's pants.toml needs none of the launcher's settings. A list the user set keeps their
-    files; one a launcher set (a nested launch's) is replaced by this repository's."""
+    adopting repository's pants.toml needs none of the launcher's settings. A list the user set, in any of
+    the variables Pants reads, is passed on as a flag (merged after both); one a launcher set (a nested
+    launch's) is replaced by this repository's."""
     root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
     cache = tmp_path / "cache"
     fake_bootstrap(root, cache, FAKE_PEX)
     real = root.resolve()
-    ours = f"['{real}/3rdparty/bootstrap/pants.toml', '{real}/pants.toml']"
+    ours = f"config=['{real}/3rdparty/bootstrap/pants.toml', '{real}/pants.toml']"
     done = run(root, cache, "--version")
-    assert done.returncode == 0 and f"config={ours}" in done.stdout.splitlines(), done.stdout + done.stderr
-    nested = run(
-        root,
-        cache,
-        "--version",
-        PANTS_CONFIG_FILES="['/elsewhere/a', '/elsewhere/b']",
-        EPOCH_GATE_CONFIG_FILES="['/elsewhere/a', '/elsewhere/b']",
+    assert done.returncode == 0 and done.stdout.splitlines()[::2] == ["stub pants --version", ours], done.stdout
+    elsewhere = "['/elsewhere/a', '/elsewhere/b']"
+    nested = run(root, cache, "--version", PANTS_CONFIG_FILES=elsewhere, EPOCH_GATE_CONFIG_FILES=elsewhere)
+    assert nested.stdout.splitlines()[::2] == ["stub pants --version", ours], nested.stdout
+    for variable in ("PANTS_CONFIG_FILES", "PANTS_PANTS_CONFIG_FILES", "PANTS_GLOBAL_PANTS_CONFIG_FILES"):
+        users = run(root, cache, "--version", **{variable: "+['ci.toml']"})
+        assert users.stdout.splitlines()[::2] == ["stub pants --pants-config-files=+['ci.toml'] --version", ours]
+
+
+def test_a_path_pants_would_read_otherwise_is_refused(tmp_path: Path) -> None:
+    """Pants reads the list of config files as a Python literal: a backslash in the path would read as an
+    escape (a\\x41b as aAb), a quote would end the string."""
+    root = make_root(tmp_path / "a\\x41b", "0" * 64, 1)
+    done = run(root, tmp_path / "cache", "--version")
+    assert done.returncode == 1 and "the repository's path holds a quote, a backslash or a control character" in (
+        done.stderr
     )
-    assert f"config={ours}" in nested.stdout.splitlines(), nested.stdout
-    users = run(root, cache, "--version", PANTS_CONFIG_FILES="+['ci.toml']")
-    assert (
-        users.stdout.splitlines()[:1]
-        == [f"stub pants --pants-config-files=+['{real}/3rdparty/bootstrap/pants.toml'] --version"]
-        and "config=+['ci.toml']" in users.stdout.splitlines()
-    ), users.stdout
+    assert "bootstrapping" not in done.stderr
 
 
 def test_a_bootstrap_step_that_fails_ends_the_launch_and_keeps_nothing(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import importlib.resources
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Iterator, Protocol
+from typing import Iterator, Protocol
 
 # Where the wheel keeps the launcher (relocated there from this repository's own, by the BUILD file)
 PACKAGED = "launcher_files"
@@ -66,49 +66,62 @@ def _write(path: Path, data: bytes, executable: bool) -> None:
         raise
 
 
-def _missing_lines(gitignore: Path, lines: Iterable[str]) -> list[str]:
-    have = set(gitignore.read_text().splitlines()) if gitignore.is_file() else set()
-    return [line for line in lines if line not in have]
+def _ignore_file(gitignore: Path) -> tuple[bytes, list[str]]:
+    """`.gitignore` with the missing IGNORED lines added, in its own line endings, and those lines."""
+    data = gitignore.read_bytes() if gitignore.is_file() else b""
+    have = {line.strip() for line in data.splitlines()}
+    missing = [line for line in IGNORED if line.encode() not in have]
+    newline = b"\r\n" if b"\r\n" in data else b"\n"
+    if data and not data.endswith(b"\n"):
+        data += newline
+    return data + b"".join(line.encode() + newline for line in missing), missing
+
+
+def _not_regular(root: Path, rel: PurePosixPath) -> str:
+    """Why `rel` cannot be written as a regular file inside `root` (a symlink on its way, or a folder), or ""."""
+    for depth in range(1, len(rel.parts) + 1):
+        at = root.joinpath(*rel.parts[:depth])
+        if at.is_symlink():
+            return f"{rel}: expected a regular file or nothing; found a symlink at {'/'.join(rel.parts[:depth])}"
+    path = root / rel
+    return f"{rel}: expected a regular file or nothing; found a folder" if path.exists() and not path.is_file() else ""
 
 
 def install(root: Path, source: Source, replace: bool = False) -> tuple[list[str], list[str]]:
     """Copies the launcher into `root`: (what was done, one line each; what was refused, one line each).
-    Nothing is written when anything is refused."""
+    Everything is decided before anything is written: nothing is written when anything is refused."""
     files = launcher_files(source)
     if not files:
         return [], [
             f"this wheel holds no launcher ({PACKAGED}/ of epoch_gate.cli is empty): build it with `pants package`"
         ]
     done, refused, writes = [], [], []
-    for rel, data in sorted(files.items()):
-        path = root / rel
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            refused.append(
-                f"{rel}: expected a regular file or nothing; found {'a symlink' if path.is_symlink() else 'a folder'}"
-            )
-        elif path.is_file() and path.read_bytes() == data:
-            done.append(f"kept     {rel} (the same bytes)")
-        elif path.is_file() and not replace:
-            refused.append(
-                f"{rel}: expected the launcher's bytes or nothing; found other bytes (--replace to overwrite)"
-            )
-        else:
-            writes.append((path, data, rel.name in EXECUTABLE and len(rel.parts) == 1))
-            done.append(f"wrote    {rel}")
-    gitignore = root / ".gitignore"
-    if gitignore.is_symlink() or (gitignore.exists() and not gitignore.is_file()):
-        refused.append(".gitignore: expected a regular file or nothing; found something else")
+    try:
+        for rel, data in sorted(files.items()):
+            path, executable = root / rel, rel.name in EXECUTABLE and len(rel.parts) == 1
+            why = _not_regular(root, rel)
+            if why:
+                refused.append(why)
+            elif path.is_file() and path.read_bytes() == data and (not executable or os.access(path, os.X_OK)):
+                done.append(f"kept     {rel} (the same bytes)")
+            elif path.is_file() and path.read_bytes() != data and not replace:
+                refused.append(
+                    f"{rel}: expected the launcher's bytes or nothing; found other bytes (--replace to overwrite)"
+                )
+            else:
+                writes.append((path, data, executable))
+                done.append(f"wrote    {rel}")
+        why = _not_regular(root, PurePosixPath(".gitignore"))
+        ignore, missing = (b"", []) if why else _ignore_file(root / ".gitignore")
+    except OSError as exc:
+        return [], [f"{exc.filename or root}: cannot be read ({exc.strerror or exc})"]
+    if why:
+        refused.append(why)
     if refused:
         return [], refused
+    if missing:
+        writes.append((root / ".gitignore", ignore, False))
+        done.append(f"ignored  {', '.join(missing)} (.gitignore)")
     for path, data, executable in writes:
         _write(path, data, executable)
-    missing = _missing_lines(gitignore, IGNORED)
-    if missing:
-        text = gitignore.read_text() if gitignore.is_file() else ""
-        _write(
-            gitignore,
-            (text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(missing) + "\n").encode(),
-            False,
-        )
-        done.append(f"ignored  {', '.join(missing)} (.gitignore)")
     return done, []

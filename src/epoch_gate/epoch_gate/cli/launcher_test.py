@@ -58,7 +58,8 @@ def test_other_bytes_are_refused_whole_unless_replaced(source: Path, tmp_path: P
     (root / "3rdparty/bootstrap/pants.toml").symlink_to("/etc/hostname")
     done, refused = install(root, source)
     assert done == [] and refused == [
-        "3rdparty/bootstrap/pants.toml: expected a regular file or nothing; found a symlink",
+        "3rdparty/bootstrap/pants.toml: expected a regular file or nothing; found a symlink at "
+        "3rdparty/bootstrap/pants.toml",
         "pants: expected the launcher's bytes or nothing; found other bytes (--replace to overwrite)",
     ]
     assert not (root / "3rdparty/bootstrap/pants-pins.txt").exists() and not (root / ".gitignore").exists()
@@ -83,3 +84,35 @@ def test_the_command_refuses_in_words_and_exits_1(
     (tmp_path / "nothing-here").mkdir()
     assert main(["launcher", "--root", str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith("refused: this wheel holds no launcher")
+
+
+def test_nothing_is_written_through_a_symlinked_folder_or_over_an_unreadable_ignore_file(
+    source: Path, tmp_path: Path
+) -> None:
+    outside, root = tmp_path / "outside", tmp_path / "repo"
+    outside.mkdir()
+    root.mkdir()
+    (root / "3rdparty").symlink_to(outside)
+    done, refused = install(root, source)
+    assert done == [] and refused == [
+        "3rdparty/bootstrap/pants-pins.txt: expected a regular file or nothing; found a symlink at 3rdparty",
+        "3rdparty/bootstrap/pants.toml: expected a regular file or nothing; found a symlink at 3rdparty",
+    ]
+    assert list(outside.iterdir()) == [] and not (root / "pants").exists()
+    (root / "3rdparty").unlink()
+    (root / ".gitignore").mkdir()
+    assert install(root, source) == ([], [".gitignore: expected a regular file or nothing; found a folder"])
+    assert not (root / "pants").exists()
+
+
+def test_the_ignore_file_keeps_its_line_endings_and_a_launcher_gets_its_mode_back(source: Path, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / ".gitignore").write_bytes(b"/dist/\r\n\xff-not-utf8\r\n")
+    assert install(root, source)[1] == []
+    assert (
+        root / ".gitignore"
+    ).read_bytes() == b"/dist/\r\n\xff-not-utf8\r\n/.pants.bootstrap/\r\n/.pants.d/\r\n/.pids/\r\n"
+    os.chmod(root / "pants", 0o644)  # the same bytes, but not runnable: written again
+    done, refused = install(root, source)
+    assert refused == [] and "wrote    pants" in done and os.access(root / "pants", os.X_OK)
