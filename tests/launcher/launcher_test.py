@@ -140,6 +140,22 @@ def test_the_launchers_configuration_comes_first_and_the_repositorys_wins(tmp_pa
         assert users.stdout.splitlines()[::2] == ["stub pants --pants-config-files=+['ci.toml'] --version", ours]
 
 
+def test_the_first_launch_with_a_plugin_list_says_pants_resolves_it(tmp_path: Path) -> None:
+    """Pants resolves [GLOBAL].plugins before it prints anything (up to a minute the first time): the
+    launcher says so, once per plugin list on the machine."""
+    root = make_root(tmp_path, hashlib.sha256(FAKE_PEX).hexdigest(), len(FAKE_PEX))
+    cache = tmp_path / "cache"
+    fake_bootstrap(root, cache, FAKE_PEX)
+    said = "pants launcher: Pants first resolves [GLOBAL].plugins"
+    assert said not in run(root, cache, "--version").stderr  # no plugins, nothing to say
+    (root / "pants.toml").write_text(
+        '[GLOBAL]\npants_version = "2.17.1"\nplugins = ["epoch-gate-pants==0.1.0"]  # ours\n'
+    )
+    first, second = run(root, cache, "--version"), run(root, cache, "--version")
+    assert f'{said} (["epoch-gate-pants==0.1.0"]): once on this machine, up to a minute' in first.stderr.splitlines()
+    assert said not in second.stderr and second.returncode == 0
+
+
 def test_a_path_pants_would_read_otherwise_is_refused(tmp_path: Path) -> None:
     """Pants reads the list of config files as a Python literal: a backslash in the path would read as an
     escape (a\\x41b as aAb), a quote would end the string."""
