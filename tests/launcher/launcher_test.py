@@ -138,6 +138,9 @@ def test_the_launchers_configuration_comes_first_and_the_repositorys_wins(tmp_pa
     for variable in ("PANTS_CONFIG_FILES", "PANTS_PANTS_CONFIG_FILES", "PANTS_GLOBAL_PANTS_CONFIG_FILES"):
         users = run(root, cache, "--version", **{variable: "+['ci.toml']"})
         assert users.stdout.splitlines()[::2] == ["stub pants --pants-config-files=+['ci.toml'] --version", ours]
+    replacing = run(root, cache, "--version", PANTS_CONFIG_FILES="['ci.toml']")  # would drop both files
+    assert replacing.stdout.splitlines()[::2] == ["stub pants --pants-config-files=+['ci.toml'] --version", ours]
+    assert "pants launcher: your config file list ['ci.toml'] is added after" in replacing.stderr
 
 
 def test_the_first_launch_with_a_plugin_list_says_pants_resolves_it(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Protocol
@@ -78,18 +79,26 @@ def _ignore_file(gitignore: Path) -> tuple[bytes, list[str]]:
 
 
 def _not_regular(root: Path, rel: PurePosixPath) -> str:
-    """Why `rel` cannot be written as a regular file inside `root` (a symlink on its way, or a folder), or ""."""
+    """Why `rel` cannot be written as a regular file inside `root` (a symlink on its way, a file where a
+    folder goes, or a folder where the file goes), or ""."""
     for depth in range(1, len(rel.parts) + 1):
-        at = root.joinpath(*rel.parts[:depth])
+        at, named = root.joinpath(*rel.parts[:depth]), "/".join(rel.parts[:depth])
         if at.is_symlink():
-            return f"{rel}: expected a regular file or nothing; found a symlink at {'/'.join(rel.parts[:depth])}"
+            return f"{rel}: expected a regular file or nothing; found a symlink at {named}"
+        if depth < len(rel.parts) and at.exists() and not at.is_dir():
+            return f"{rel}: expected a folder or nothing at {named}; found a file"
     path = root / rel
     return f"{rel}: expected a regular file or nothing; found a folder" if path.exists() and not path.is_file() else ""
 
 
+def _runnable(path: Path) -> bool:
+    return stat.S_IMODE(path.stat().st_mode) & 0o111 == 0o111
+
+
 def install(root: Path, source: Source, replace: bool = False) -> tuple[list[str], list[str]]:
     """Copies the launcher into `root`: (what was done, one line each; what was refused, one line each).
-    Everything is decided before anything is written: nothing is written when anything is refused."""
+    Everything is decided before anything is written: nothing is written when anything is refused (a write
+    that then fails, a full disk say, leaves each file whole or as it was)."""
     files = launcher_files(source)
     if not files:
         return [], [
@@ -102,7 +111,7 @@ def install(root: Path, source: Source, replace: bool = False) -> tuple[list[str
             why = _not_regular(root, rel)
             if why:
                 refused.append(why)
-            elif path.is_file() and path.read_bytes() == data and (not executable or os.access(path, os.X_OK)):
+            elif path.is_file() and path.read_bytes() == data and (not executable or _runnable(path)):
                 done.append(f"kept     {rel} (the same bytes)")
             elif path.is_file() and path.read_bytes() != data and not replace:
                 refused.append(
@@ -122,6 +131,9 @@ def install(root: Path, source: Source, replace: bool = False) -> tuple[list[str
     if missing:
         writes.append((root / ".gitignore", ignore, False))
         done.append(f"ignored  {', '.join(missing)} (.gitignore)")
-    for path, data, executable in writes:
-        _write(path, data, executable)
+    try:
+        for path, data, executable in writes:
+            _write(path, data, executable)
+    except OSError as exc:  # each file is whole or as it was; those before it are written
+        return [], [f"{exc.filename or root}: cannot be written ({exc.strerror or exc})"]
     return done, []

@@ -100,6 +100,12 @@ def test_nothing_is_written_through_a_symlinked_folder_or_over_an_unreadable_ign
     ]
     assert list(outside.iterdir()) == [] and not (root / "pants").exists()
     (root / "3rdparty").unlink()
+    (root / "3rdparty").write_text("a file where a folder goes")
+    assert install(root, source)[1] == [
+        "3rdparty/bootstrap/pants-pins.txt: expected a folder or nothing at 3rdparty; found a file",
+        "3rdparty/bootstrap/pants.toml: expected a folder or nothing at 3rdparty; found a file",
+    ]
+    (root / "3rdparty").unlink()
     (root / ".gitignore").mkdir()
     assert install(root, source) == ([], [".gitignore: expected a regular file or nothing; found a folder"])
     assert not (root / "pants").exists()
@@ -113,6 +119,6 @@ def test_the_ignore_file_keeps_its_line_endings_and_a_launcher_gets_its_mode_bac
     assert (
         root / ".gitignore"
     ).read_bytes() == b"/dist/\r\n\xff-not-utf8\r\n/.pants.bootstrap/\r\n/.pants.d/\r\n/.pids/\r\n"
-    os.chmod(root / "pants", 0o644)  # the same bytes, but not runnable: written again
+    os.chmod(root / "pants", 0o700)  # the same bytes, but not runnable by all: written again
     done, refused = install(root, source)
-    assert refused == [] and "wrote    pants" in done and os.access(root / "pants", os.X_OK)
+    assert refused == [] and "wrote    pants" in done and stat.S_IMODE(os.stat(root / "pants").st_mode) == 0o755

@@ -321,7 +321,7 @@ def run(
             _set_up_product(channels, product_setup)
         results = [
             (_error(prop, Code.PREDICATE_ERROR, predicate), [])
-            if isinstance(predicate, str)
+            if type(predicate) is str  # why it cannot judge
             else replay_property(channels, prop, predicate, loaded, suite, epoch_id, max_witnesses)
             for prop, predicate in zip(manifest.properties, predicates)
         ]
