@@ -226,6 +226,10 @@ class Channel:
         # An exit of its own is the product's word, cached as any.
         return Code.RUNNER_PROTOCOL, f"the child ended early (exit {status})", signal_number != 0
 
+    def cause(self) -> Optional[ChildFailed]:
+        """The failure that ended the replay's children, as it was said when it happened."""
+        return self._fate.first
+
     def healthy(self) -> bool:
         return self._fate.failure is None
 

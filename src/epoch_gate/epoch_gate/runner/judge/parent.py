@@ -205,9 +205,15 @@ def replay_property(
 ) -> tuple[PropertyOutcome, Observed]:
     try:
         channels[0].check()  # a failure of any child is every child's (`Fate`)
+    except ChildFailed as failed:  # before this property: it is not evaluated
+        return _error(prop, failed.code, failed.detail), []
+    try:
         count, violations, reruns = _scan(channels, prop, predicate, world)
     except ChildFailed as failed:
-        return _error(prop, failed.code, failed.detail), []
+        # During its scan: the failure as it was first said, whichever child's thread raised first (another
+        # child's thread may have met the end it caused)
+        cause = channels[0].cause() or failed
+        return _error(prop, cause.code, cause.detail), []
     except _OracleFailed as failed:
         return _error(prop, failed.code, failed.detail), []
     except EvidenceError as failed:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from epoch_gate.reasons import Code
 from epoch_gate.runner import main
 from epoch_gate.runner.judge.channel import FAULT, ChildFailed
 from epoch_gate.runner.judge import parent as replay
-from epoch_gate.evidence.world import world_sha256
+from epoch_gate.evidence.world import load_world, world_sha256
 
 PREDICATES = '''
 def positive(record, product):
@@ -298,3 +299,44 @@ def test_a_replay_whose_child_was_killed_for_no_named_cause_exits_3_so_that_it_i
     assert main.main(argv) == status == main.EXIT_FAULT * (name == "is_killed")
     result = check_replay({p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}, "s").result
     assert result is not None and result.properties[0].detail.endswith(FAULT) == (name == "is_killed")
+
+
+class _Ending:
+    """A child whose replay ended: the first to fail says why, after a while; the other meets the end at
+    once, in the words every later question gets."""
+
+    def __init__(self, first: ChildFailed, raised: ChildFailed, delay: float) -> None:
+        self.first, self.raised, self.delay, self.cpu, self.scopes = first, raised, delay, None, 0
+
+    def check(self) -> None:
+        pass
+
+    def cause(self) -> ChildFailed:
+        return self.first
+
+    def take_scope(self) -> int:
+        self.scopes += 1
+        return self.scopes
+
+    def ask(self, scope: int, call: bytes) -> bytes:
+        time.sleep(self.delay)
+        raise self.raised
+
+
+def test_a_failed_child_is_named_as_it_failed_whichever_childs_thread_reports_first(tmp_path: Path) -> None:
+    """Two children: the one that broke the protocol reports last, the other (which met the end it caused)
+    first; the property's error says what happened, not what the other child was told after it."""
+    first = ChildFailed(Code.RUNNER_PROTOCOL, "the child broke the protocol: an answer of an unknown kind")
+    later = ChildFailed(Code.RUNNER_PROTOCOL, f"not evaluated: the replay's child failed earlier: {first.detail}")
+    (tmp_path / "orders.jsonl").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(4)))
+    prop = Property("positive", "orders", "replay_checks:positive", "positive.")
+    channels = [_Ending(first, first, 0.2), _Ending(first, later, 0.0)]
+    outcome, observed = replay.replay_property(
+        channels, prop, lambda record, product: product.a.b(record), load_world(tmp_path), "s", "e", 1  # type: ignore[arg-type]
+    )
+    assert (outcome.outcome, outcome.error_code, outcome.detail, observed) == (
+        "error",
+        "runner-protocol",
+        first.detail,
+        [],
+    )
